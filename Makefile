@@ -1,0 +1,42 @@
+# eventatlas: two commands matter.
+#   make demo   - create the environment, then run the train-all flow on the shipped samples
+#   make test   - create the environment, then run the test suite (CI calls exactly this)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test serve stop-serve bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# pinned CPU torch first: an unpinned torch would pull GBs of CUDA wheels
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/eventatlas demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+serve: $(STAMP)
+	bash scripts/serve.sh
+
+stop-serve:
+	bash scripts/serve.sh stop
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf data warehouse/eventatlas.duckdb .pytest_cache

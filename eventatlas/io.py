@@ -1,0 +1,229 @@
+"""Atomic, batched Parquet I/O, stable ids, fingerprints and reject bookkeeping.
+
+Nothing here is half-written: writers stream into a temp file beside the target
+and rename it into place only when the whole table is done (``os.replace`` is
+atomic on POSIX). A failed ingest leaves the previous tables untouched.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .schema import REJECTS, SCHEMA_VERSION, TABLES
+
+
+def stable_id(*parts: Any, length: int = 16) -> str:
+    """Deterministic id from its parts (same input -> same id on every machine)."""
+    h = hashlib.blake2b(digest_size=length)
+    for p in parts:
+        h.update(str(p).encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fingerprint_paths(paths: Iterable[str | os.PathLike]) -> str:
+    """Content fingerprint of files (and directories, recursively), order-independent.
+
+    Uses size + sha256 of content so the same data in another place has the same print.
+    """
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*") if q.is_file()))
+        elif p.exists():
+            files.append(p)
+    digests = sorted(sha256_file(f) for f in files)
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
+
+
+def _tmp_path(target: Path) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp path beside ``target``; rename onto it only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(target)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(target: str | os.PathLike, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(target: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_parquet(table: pa.Table, target: str | os.PathLike) -> Path:
+    """Write a whole table atomically."""
+    with atomic_path(target) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return Path(target)
+
+
+def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Build a table from dict rows, filling missing optional fields with null."""
+    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+class TableWriter:
+    """Stream dict rows into one Parquet file in batches; atomic on ``commit``.
+
+    Use as a context manager: on an exception the temp file is removed and the
+    target is left as it was.
+    """
+
+    def __init__(self, target: str | os.PathLike, schema: pa.Schema, batch_rows: int = 50_000):
+        self.target = Path(target)
+        self.schema = schema
+        self.batch_rows = batch_rows
+        self.rows = 0
+        self._buf: list[Mapping[str, Any]] = []
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = _tmp_path(self.target)
+        self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
+        self._done = False
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        self._buf.append(row)
+        if len(self._buf) >= self.batch_rows:
+            self._flush()
+
+    def write_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        for r in rows:
+            self.write(r)
+
+    def _flush(self) -> None:
+        if self._buf:
+            self._writer.write_table(rows_to_table(self._buf, self.schema))
+            self.rows += len(self._buf)
+            self._buf = []
+
+    def commit(self) -> Path:
+        self._flush()
+        self._writer.close()
+        os.replace(self._tmp, self.target)
+        self._done = True
+        return self.target
+
+    def abort(self) -> None:
+        if not self._done:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                self._tmp.unlink()
+            self._done = True
+
+    def __enter__(self) -> "TableWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None and not self._done:
+            self.commit()
+        else:
+            self.abort()
+
+
+class DatasetWriter:
+    """Write all tables of one dataset so that either every table lands or none does.
+
+    Each table streams into its own temp file; ``commit`` renames them all and then
+    writes ``manifest.json`` last (readers treat a dataset without a manifest as absent).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None):
+        self.out_dir = Path(out_dir)
+        self.dataset = dataset
+        self.writers = {name: TableWriter(self.out_dir / f"{name}.parquet", TABLES[name]) for name in (tables or TABLES)}
+
+    def write(self, table: str, row: Mapping[str, Any]) -> None:
+        self.writers[table].write(row)
+
+    def commit(self, manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        (self.out_dir / "manifest.json").unlink(missing_ok=True)  # invalid while tables are swapped
+        for w in self.writers.values():
+            w.commit()
+        counts = {name: w.rows for name, w in self.writers.items()}
+        man = {"dataset": self.dataset, "schema_version": SCHEMA_VERSION, "rows": counts, **(manifest or {})}
+        atomic_write_json(self.out_dir / "manifest.json", man)
+        return man
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            w.abort()
+
+    def __enter__(self) -> "DatasetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+class Rejects:
+    """Collects tolerated input problems with reasons; summarised per reason."""
+
+    def __init__(self, dataset: str, limit_raw: int = 500):
+        self.dataset = dataset
+        self.rows: list[dict[str, Any]] = []
+        self.limit_raw = limit_raw
+
+    def add(self, source: str | os.PathLike | None, location: Any, reason: str, detail: str = "", raw: Any = None) -> None:
+        raw_s = None if raw is None else (raw if isinstance(raw, str) else json.dumps(raw, default=str, ensure_ascii=False))
+        self.rows.append(
+            {
+                "dataset": self.dataset,
+                "source": None if source is None else str(source),
+                "location": None if location is None else str(location),
+                "reason": reason,
+                "detail": detail,
+                "raw": None if raw_s is None else raw_s[: self.limit_raw],
+            }
+        )
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(r["reason"] for r in self.rows))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def table(self) -> pa.Table:
+        return rows_to_table(self.rows, REJECTS)
+
+
+class InputError(ValueError):
+    """Bad input that stops an ingest: the message names file and line/record."""
+
+    def __init__(self, source: str | os.PathLike, location: Any, message: str):
+        self.source, self.location = str(source), location
+        super().__init__(f"{source}:{location}: {message}")

@@ -1,0 +1,130 @@
+"""The common eventatlas schema: one module, versioned.
+
+Every reader writes these tables; every downstream step reads them. Character
+offsets are end-exclusive and index into the field they name (``sentence`` for
+trigger/scope/argument spans), so ``sentence[trigger_start:trigger_end] == trigger``
+always holds; the readers' tests check it on real data.
+
+Bump ``SCHEMA_VERSION`` on any incompatible change; manifests record it.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0"
+
+ONTOLOGIES = ("ACE", "MAVEN", "FrameNet", "KAIROS", "Wikidata", "OntoEvent", "other")
+
+DOCUMENTS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("language", pa.string()),
+        pa.field("text", pa.string()),  # full text when the source has one
+        pa.field("sentences", pa.list_(pa.string())),  # sentence list when the source is pre-split
+        pa.field("source", pa.string()),  # file / URL the document came from
+        pa.field("split", pa.string()),
+        pa.field("extra", pa.string()),  # JSON object for source-specific fields
+    ]
+)
+
+ARGUMENT = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("start", pa.int32()),  # offsets into the mention's sentence; null when outside it
+        pa.field("end", pa.int32()),
+        pa.field("entity_id", pa.string()),
+    ]
+)
+
+MENTIONS = pa.schema(
+    [
+        pa.field("mention_id", pa.string(), nullable=False),  # stable hash, see io.stable_id
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("sent_idx", pa.int32()),
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("trigger_start", pa.int32(), nullable=False),
+        pa.field("trigger_end", pa.int32(), nullable=False),
+        pa.field("trigger", pa.string(), nullable=False),
+        pa.field("scope_start", pa.int32()),  # optional mention scope / extent in the sentence
+        pa.field("scope_end", pa.int32()),
+        pa.field("language", pa.string()),
+        pa.field("split", pa.string()),
+        pa.field("labels", pa.list_(pa.string())),  # event type ids; empty/null when unlabeled
+        pa.field("arguments", pa.list_(ARGUMENT)),
+        pa.field("extra", pa.string()),  # JSON object (e.g. FrameNet LU, ACE event id, coref)
+    ]
+)
+
+EVENT_TYPES = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("type_id", pa.string(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("definition", pa.string()),
+        pa.field("parent_id", pa.string()),  # hierarchy; null at roots
+        pa.field("ontology", pa.string()),
+        pa.field("extra", pa.string()),
+    ]
+)
+
+TYPE_RELATIONS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("target_id", pa.string(), nullable=False),
+        pa.field("relation", pa.string(), nullable=False),  # e.g. Inheritance, Subframe, Precedes, maps_to
+        pa.field("source_ontology", pa.string()),
+        pa.field("target_ontology", pa.string()),
+    ]
+)
+
+MENTION_RELATIONS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("source_mention_id", pa.string(), nullable=False),
+        pa.field("target_mention_id", pa.string(), nullable=False),
+        pa.field("relation", pa.string(), nullable=False),  # CAUSE, BEFORE, coref, ...
+    ]
+)
+
+SVO = pa.struct([pa.field("subj", pa.string()), pa.field("verb", pa.string()), pa.field("obj", pa.string())])
+
+# Event-similarity benchmarks (Weber hard similarity, transitive sentence similarity,
+# MCNC): items are (s, v, o) events, not mentions in running text.
+EVENT_PAIRS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("task", pa.string(), nullable=False),  # hard_similarity | transitive_similarity | mcnc
+        pa.field("block_id", pa.string()),  # groups the pairs compared against each other
+        pa.field("event_a", SVO),
+        pa.field("event_b", SVO),
+        pa.field("score", pa.float64()),  # gold similarity / label
+        pa.field("extra", pa.string()),
+    ]
+)
+
+REJECTS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("source", pa.string()),  # file name
+        pa.field("location", pa.string()),  # line / record / offset
+        pa.field("reason", pa.string(), nullable=False),  # short machine-friendly code
+        pa.field("detail", pa.string()),  # human-readable explanation
+        pa.field("raw", pa.string()),  # offending input, truncated
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "documents": DOCUMENTS,
+    "mentions": MENTIONS,
+    "event_types": EVENT_TYPES,
+    "type_relations": TYPE_RELATIONS,
+    "mention_relations": MENTION_RELATIONS,
+    "event_pairs": EVENT_PAIRS,
+    "rejects": REJECTS,
+}

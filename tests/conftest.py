@@ -1,0 +1,32 @@
+"""Shared test fixtures. Each test gets its own data dir, warehouse and PREFECT_HOME."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from eventatlas.config import shared_data  # noqa: E402
+
+SHARED = shared_data()
+
+
+def shared_path(*parts: str) -> Path:
+    """Path under ../shared/data; skips the test with a clear reason when absent."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"real data not available: {p} is absent (../shared/data is only present in the dev/CI workspace)")
+    return p
+
+
+@pytest.fixture
+def eventatlas_env(tmp_path, monkeypatch):
+    """Isolated data root and warehouse for one test."""
+    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("EVENTATLAS_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    return tmp_path
