@@ -1,0 +1,95 @@
+"""Clustering of event-mention embeddings (dense paths; scalable paths live beside).
+
+``cluster(X, method, n_clusters=None, *, distance_threshold=None, k=None, metric="cosine",
+seed=0, **kw) -> np.ndarray[int]`` returns labels 0..K-1 numbered by each cluster's first
+(lowest-index) member, so equal partitions give equal label vectors.
+
+Methods (``METHODS``):
+* ``agglomerative`` — average linkage on cosine (or euclidean) distance; equals sklearn's
+  ``AgglomerativeClustering(metric=..., linkage="average")``. ``metric="precomputed"``:
+  X is a square distance matrix, symmetrised by averaging (D + Dᵀ)/2.
+* ``manifold`` — seed-000 manifold clustering: UMAP membership weights over each point's
+  ``k`` nearest neighbours (umap ``n_neighbors`` convention, default N = all points),
+  average linkage on 1 − W read from the upper triangle only, like sklearn on the
+  unsymmetrised matrix. ``manifold_sym`` uses the fuzzy union W + Wᵀ − W∘Wᵀ instead.
+  With ``metric="precomputed"`` row i of the (possibly asymmetric) matrix is i's view.
+* ``affinity`` — affinity propagation on cosine similarity; it chooses its own number of
+  clusters, so ``n_clusters``/``distance_threshold`` are ignored. ``seed`` is its
+  ``random_state``; kw: ``damping`` (0.5–1), ``preference`` (default median), ``max_iter``.
+
+Exactly one of ``n_clusters`` / ``distance_threshold`` is required for the linkage methods,
+which are deterministic (``seed`` is accepted for a uniform call signature).
+
+All dense paths are O(N²) in memory and refuse N above ``EVENTATLAS_MAX_DENSE_N``
+(default 20,000; affinity: ``EVENTATLAS_MAX_AFFINITY_N``, default 10,000) with
+:class:`DenseSizeError`. Measured peak RSS at N = 20,000 (d = 384) is in the
+clustermetrics report / benchmarks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .affinity import affinity, max_affinity_n
+from .dense import (
+    DenseSizeError,
+    agglomerative,
+    average_linkage,
+    condensed_distances,
+    cut,
+    cut_by_k,
+    cut_by_threshold,
+    max_dense_n,
+    relabel_first_seen,
+)
+from .manifold import manifold_cluster, manifold_weights
+
+METHODS = ("agglomerative", "manifold", "manifold_sym", "affinity")
+
+__all__ = [
+    "METHODS",
+    "cluster",
+    "DenseSizeError",
+    "affinity",
+    "agglomerative",
+    "average_linkage",
+    "condensed_distances",
+    "cut",
+    "cut_by_k",
+    "cut_by_threshold",
+    "manifold_cluster",
+    "manifold_weights",
+    "max_affinity_n",
+    "max_dense_n",
+    "relabel_first_seen",
+]
+
+
+def cluster(
+    X,
+    method: str,
+    n_clusters: int | None = None,
+    *,
+    distance_threshold: float | None = None,
+    k: int | None = None,
+    metric: str = "cosine",
+    seed: int = 0,
+    **kw,
+) -> np.ndarray:
+    """Dispatch to one clustering method (see module docstring). Returns int64 labels."""
+    if method not in METHODS:
+        raise ValueError(f"unknown clustering method {method!r}; choose one of {METHODS}")
+    if k is not None and method not in ("manifold", "manifold_sym"):
+        raise ValueError(f"k (neighbours) only applies to the manifold methods, not {method!r}")
+    if method == "agglomerative":
+        return agglomerative(X, n_clusters, distance_threshold=distance_threshold, metric=metric, **kw)
+    if method in ("manifold", "manifold_sym"):
+        return manifold_cluster(
+            X,
+            n_clusters,
+            distance_threshold=distance_threshold,
+            k=k,
+            metric=metric,
+            symmetrize=(method == "manifold_sym"),
+            **kw,
+        )
+    return affinity(X, metric=metric, seed=seed, **kw)

@@ -12,6 +12,7 @@ from typing import Callable
 
 REGISTRY: dict[str, str] = {
     "untuned": "eventatlas.methods.untuned:run",
+    "batch_attention": "eventatlas.induction.method:run",
 }
 
 

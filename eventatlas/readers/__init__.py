@@ -1,0 +1,27 @@
+"""Dataset readers: ``REGISTRY[name]`` is the module path of a reader exposing
+``read(path, *, dataset=<default>, rejects, **opts)`` and ``DEFAULT_DATASET``."""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+REGISTRY: dict[str, str] = {
+    "ace2005": "eventatlas.readers.ace2005",
+    "maven": "eventatlas.readers.maven",
+    "maven_fewshot": "eventatlas.readers.maven_fewshot",
+    "framenet": "eventatlas.readers.framenet",
+    "framenet_jsonl": "eventatlas.readers.framenet_jsonl",
+    "ontoevent": "eventatlas.readers.ontoevent",
+    "wikievents": "eventatlas.readers.wikievents",
+    "hard_similarity": "eventatlas.readers.hard_similarity",
+    "transitive_similarity": "eventatlas.readers.transitive_similarity",
+    "mcnc": "eventatlas.readers.mcnc",
+}
+
+
+def get_reader(name: str) -> ModuleType:
+    """The reader module registered as ``name`` (clear error listing the known names)."""
+    try:
+        return importlib.import_module(REGISTRY[name])
+    except KeyError:
+        raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}") from None

@@ -1,0 +1,161 @@
+"""Benchmark: eventatlas Encoder.encode_sentences vs SentenceTransformer.encode.
+
+Same model (packaged all-MiniLM-L6-v2), same sentences, same batch size, same
+precision (fp32; and bf16 autocast for both when the CPU/GPU supports it). Each
+measurement is repeated, alternating the two sides so background load hits both
+alike; the best (minimum) time per side is reported with all raw times.
+
+    python benchmarks/bench_encode.py [--n 2000] [--batch-size 64] [--repeats 2] [--out benchmarks/results/encode.json]
+
+Sentences: OntoEvent (MAVEN) mention sentences from ../shared/data, else FrameNet
+full-text sentences, else the project's samples.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from eventatlas import config  # noqa: E402
+from eventatlas.encode import Encoder, bf16_supported, resolve_model  # noqa: E402
+from eventatlas.io import atomic_write_json  # noqa: E402
+
+
+def load_sentences(n: int) -> tuple[list[str], str]:
+    shared = config.shared_data()
+    onto = shared / "ontoevent_maven" / "event_relation.json"
+    if onto.exists():
+        seen: dict[str, None] = {}
+        for rel, pairs in json.loads(onto.read_text(encoding="utf-8")).items():
+            for pair in pairs:
+                for m in pair:
+                    if isinstance(m, dict) and m.get("event_mention"):
+                        seen.setdefault(m["event_mention"], None)
+        return list(seen)[:n], str(onto)
+    fn = shared / "framenet17" / "fulltext_opensesame_train.jsonl"
+    if fn.exists():
+        seen = {}
+        with fn.open(encoding="utf-8") as f:
+            for line in f:
+                seen.setdefault(json.loads(line)["text"], None)
+                if len(seen) >= n:
+                    break
+        return list(seen), str(fn)
+    texts: list[str] = []
+    for p in sorted(config.samples_dir().rglob("*")):
+        if p.is_file() and p.suffix in (".txt", ".jsonl", ".json"):
+            texts += [t.strip() for t in p.read_text(encoding="utf-8", errors="replace").splitlines() if len(t.strip()) > 20]
+    if not texts:
+        raise SystemExit("no sentences found (need ../shared/data or datasets/samples)")
+    return (texts * (n // len(texts) + 1))[:n], str(config.samples_dir())
+
+
+def _autocast(precision: str, device: str):
+    if precision == "bf16":
+        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "encode.json"))
+    args = ap.parse_args()
+
+    from sentence_transformers import SentenceTransformer
+
+    sents, source = load_sentences(args.n)
+    precisions = ["fp32"] + (["bf16"] if bf16_supported(args.device) else [])
+    st = SentenceTransformer(resolve_model(None), device=args.device)
+    st.eval()
+    runs = []
+    for prec in precisions:
+        enc = Encoder(None, device=args.device, precision=prec, batch_size=args.batch_size, progress=False)
+        ours_fn = lambda: enc.encode_sentences(sents)  # noqa: E731
+
+        def st_fn():
+            with _autocast(prec, args.device):
+                return st.encode(sents, batch_size=args.batch_size, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
+
+        # warm-up (oneDNN primitive creation, allocator) on a slice for both
+        enc.encode_sentences(sents[: args.batch_size * 2])
+        with _autocast(prec, args.device):
+            st.encode(sents[: args.batch_size * 2], batch_size=args.batch_size, show_progress_bar=False)
+        t_ours, t_st = [], []
+        for r in range(args.repeats):
+            for name, fn, acc in (("ours", ours_fn, t_ours), ("st", st_fn, t_st))[:: 1 if r % 2 == 0 else -1]:
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                X = fn()
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                acc.append(time.perf_counter() - t0)
+                if name == "ours":
+                    X_ours = X
+                else:
+                    X_st = X
+        cos = (X_ours * X_st).sum(1) / np.linalg.norm(X_ours, axis=1) / np.linalg.norm(X_st, axis=1)
+        best_o, best_s = min(t_ours), min(t_st)
+        row = {
+            "precision": prec,
+            "ours_s": t_ours,
+            "st_s": t_st,
+            "ours_sent_per_s": len(sents) / best_o,
+            "st_sent_per_s": len(sents) / best_s,
+            "ratio_ours_over_st": best_s / best_o,
+            "cosine_min": float(cos.min()),
+            "cosine_mean": float(cos.mean()),
+        }
+        runs.append(row)
+        print(
+            f"{prec}: ours {row['ours_sent_per_s']:.1f} sent/s, sentence-transformers {row['st_sent_per_s']:.1f} sent/s, "
+            f"ratio {row['ratio_ours_over_st']:.3f}x (times ours {[round(t, 2) for t in t_ours]}, st {[round(t, 2) for t in t_st]}); "
+            f"cosine min {row['cosine_min']:.6f}",
+            flush=True,
+        )
+    if len(runs) == 2:
+        print(f"bf16 vs fp32 (ours): {runs[1]['ours_sent_per_s'] / runs[0]['ours_sent_per_s']:.3f}x")
+    tok = Encoder(None, device="cpu", precision="fp32", progress=False).tokenizer
+    lens = [len(x) for x in tok(sents, truncation=True, max_length=256)["input_ids"]]
+    result = {
+        "benchmark": "encode_sentences vs SentenceTransformer.encode",
+        "model": "all-MiniLM-L6-v2 (packaged)",
+        "source": source,
+        "n_sentences": len(sents),
+        "tokens_mean": float(np.mean(lens)),
+        "tokens_max": int(np.max(lens)),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "device": args.device,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "loadavg_at_end": os.getloadavg(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": runs,
+    }
+    atomic_write_json(args.out, result)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The ``eventatlas`` command line. Prefect is imported only inside the commands that run
+flows (the core package stays Prefect-free; ``--help`` stays fast)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import config
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse.")
+console = Console()
+
+for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
+               ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
+               ("PREFECT_LOGGING_EXTRA_LOGGERS", "eventatlas")):
+    os.environ.setdefault(_k, _v)
+
+
+def _split(values: Optional[List[str]]) -> Optional[List[str]]:
+    """Accept repeated options and comma-separated lists alike."""
+    if not values:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return out or None
+
+
+def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500) -> None:
+    t = Table(title=title, show_lines=False)
+    for c in cols:
+        t.add_column(str(c), overflow="fold")
+    for r in rows[:max_rows]:
+        t.add_row(*["" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v)) for v in r])
+    console.print(t)
+    if len(rows) > max_rows:
+        console.print(f"... {len(rows) - max_rows} more rows")
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
+    from .warehouse import Warehouse
+
+    wh = Warehouse()
+    applied = wh.migrate()
+    wh.refresh_views()
+    console.print(f"warehouse {wh.path}: applied {applied or 'nothing (up to date)'}; "
+                  f"versions {[v for v, _ in wh.schema_versions()]}")
+
+
+@app.command()
+def ingest(
+    name: str = typer.Argument(..., help="reader / registry name, e.g. framenet, maven, ace2005, ontoevent"),
+    path: Optional[Path] = typer.Option(None, "--path", help="local file or directory with the data"),
+    download: bool = typer.Option(False, "--download", help="download the official release (checksum verified)"),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="name to store the dataset under"),
+) -> None:
+    """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
+    if path is None and not download:
+        _fail("give --path P or --download")
+    from flows.ingest import ingest as ingest_flow
+
+    man = ingest_flow(name, str(path) if path else None, download, dataset)
+    console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
+                  f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
+
+
+@app.command("ingest-samples")
+def ingest_samples() -> None:
+    """Ingest every shipped sample file (datasets/samples/) into the data root."""
+    from .ingest import ingest_samples as run
+
+    mans = run()
+    mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
+    print_rows(["dataset", "rows"], [(m.get("dataset"), json.dumps(m.get("rows"))) for m in mans],
+               title=f"samples ingested into {config.datasets_dir()}")
+
+
+@app.command()
+def datasets() -> None:
+    """List ingested datasets (those whose manifest landed) with row counts."""
+    rows = []
+    for man_path in sorted(config.datasets_dir().glob("*/manifest.json")):
+        man = json.loads(man_path.read_text(encoding="utf-8"))
+        r = man.get("rows") or {}
+        rows.append((man_path.parent.name, man.get("reader") or man.get("format") or "", r.get("mentions", 0),
+                     r.get("event_types", 0), r.get("event_pairs", 0), sum((man.get("rejects") or {}).values())
+                     if isinstance(man.get("rejects"), dict) else man.get("rejects")))
+    if not rows:
+        console.print(f"no datasets under {config.datasets_dir()} (try `eventatlas ingest-samples`)")
+        return
+    print_rows(["dataset", "reader", "mentions", "event_types", "event_pairs", "rejects"], rows,
+               title=str(config.datasets_dir()))
+
+
+@app.command()
+def embed(
+    dataset: str = typer.Argument(..., help="ingested dataset name"),
+    representation: Optional[List[str]] = typer.Option(None, "--representation", "-r",
+                                                       help="sentence, trigger, mask, mix, window4 (default all)"),
+    model: Optional[str] = typer.Option(None, "--model", help="HF id or local path (default all-MiniLM-L6-v2)"),
+) -> None:
+    """Embed a dataset's mentions (runs the `embed` flow; cached by content and options)."""
+    from flows.embed import embed as embed_flow
+
+    out = embed_flow(dataset, _split(representation), model)
+    print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
+
+
+@app.command()
+def cluster(
+    dataset: str = typer.Argument(..., help="ingested dataset name"),
+    representation: str = typer.Option("trigger", "--representation", "-r"),
+    method: str = typer.Option("agglomerative", "--method", "-m",
+                               help="agglomerative, manifold, manifold_sym, affinity"),
+    n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types"),
+    model: Optional[str] = typer.Option(None, "--model"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Cluster a dataset's mentions (runs the `cluster` flow); prints the assignments path."""
+    from flows.cluster import cluster as cluster_flow
+
+    console.print(cluster_flow(dataset, representation, method, n_clusters, model, seed))
+
+
+@app.command("train-all")
+def train_all(
+    methods: Optional[List[str]] = typer.Option(None, "--methods", help="method names (default untuned)"),
+    datasets: Optional[List[str]] = typer.Option(None, "--datasets", help="default: every labelled dataset"),
+    seeds: Optional[List[str]] = typer.Option(None, "--seeds", help="default 0"),
+    params: Optional[str] = typer.Option(None, "--params",
+                                         help='JSON {method: {param: value}}, e.g. \'{"untuned": {"k_seen": 10}}\''),
+) -> None:
+    """Run the `train-all` flow and print the leaderboard rows it produced."""
+    from flows.train_all import train_all as flow
+
+    try:
+        p = json.loads(params) if params else None
+        s = [int(x) for x in _split(seeds)] if seeds else None
+    except ValueError as e:
+        _fail(f"bad --params/--seeds: {e}")
+    out = flow(datasets=_split(datasets), methods=_split(methods), seeds=s, params=p)
+    console.print(f"{out['runs']} runs published to {out['warehouse']}")
+    _leaderboard(metric="ari")
+
+
+def _leaderboard(metric: Optional[str] = None, dataset: Optional[str] = None) -> None:
+    from .warehouse import Warehouse
+
+    where, args = [], []
+    if metric:
+        where.append("metric = ?")
+        args.append(metric)
+    if dataset:
+        where.append("dataset = ?")
+        args.append(dataset)
+    sql = ("SELECT dataset, split, method, representation, clustering, metric, round(100 * best, 2) AS best_x100, "
+           "round(100 * mean, 2) AS mean_x100, round(100 * std, 2) AS std_x100, n_seeds FROM leaderboard"
+           + (" WHERE " + " AND ".join(where) if where else "")
+           + " ORDER BY dataset, metric, best DESC")
+    cols, rows = Warehouse().query_rows(sql, args)
+    print_rows(cols, rows, title=f"leaderboard ({Warehouse().path})")
+
+
+@app.command()
+def leaderboard(
+    metric: Optional[str] = typer.Option("ari", "--metric", help="metric to show ('' for all)"),
+    dataset: Optional[str] = typer.Option(None, "--dataset"),
+) -> None:
+    """Best value per dataset x method x representation x clustering (mean/std over seeds), from DuckDB."""
+    _leaderboard(metric or None, dataset)
+
+
+@app.command()
+def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only)")) -> None:
+    """Run a read-only SQL query against the warehouse and print a table."""
+    import duckdb
+
+    from .warehouse import Warehouse, WarehouseError
+
+    try:
+        cols, rows = Warehouse().query_rows(query)
+    except (duckdb.Error, WarehouseError) as e:
+        _fail(str(e))
+    print_rows(cols, rows)
+
+
+@app.command()
+def demo() -> None:
+    """Ingest all shipped samples, run `train-all` with its defaults, print the leaderboard from DuckDB."""
+    from flows.train_all import train_all as flow
+
+    from .ingest import ingest_samples as run_samples
+
+    mans = run_samples()
+    mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
+    console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}")
+    out = flow()
+    console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}")
+    _leaderboard(metric="ari")
+    _leaderboard(metric="bcubed_f")
+
+
+def main() -> Any:  # pragma: no cover - console entry point
+    return app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,534 @@
+"""Manifold (UMAP-weight) clustering at scale: sparse kNN weights + sparse average linkage.
+
+Weights. Per point i over its k nearest neighbours (umap's ``n_neighbors``: self
+counted, so k - 1 others; paper: k = N on ACE, 3000 on MAVEN): rho_i, sigma_i and
+w_ij = exp(-max(0, d_ij - rho_i) / sigma_i) exactly as the dense
+:mod:`eventatlas.cluster.manifold` (it reuses that module's rho/sigma block
+functions on compact (rows x (k-1)) blocks, so the formulas cannot drift), but
+stored as CSR (N*(k-1) entries instead of N^2). Distances are the dense path's:
+float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32. Neighbours
+come from :func:`eventatlas.cluster.knn.knn` (faiss exact by default) or a
+precomputed (indices, distances) pair.
+
+Linkage. Average linkage on D = 1 - W where absent entries mean w = 0 (d = 1),
+computed by merging sparse rows: a numba port of fastcluster's NN-chain
+(``NN_chain_core``) that stores only the present entries. Faithful ``manifold``
+uses w_ij for i < j only (sklearn reads the upper triangle of the precomputed
+matrix); ``manifold_sym`` uses the fuzzy union u + l - u*l (float64 like the
+dense path). Chain start, tie preferences (previous chain element, then lowest
+index), the Lance-Williams update ``s*d_i,a + t*d_i,b`` with s, t the size
+fractions, the stable sort by height and SciPy labelling are fastcluster's, so
+for the same D the linkage matrix is bitwise identical to the dense path's,
+with one documented exception:
+
+Ties at distance 1. Between two clusters with no edge at all the dense matrix
+holds ``s*1 + t*1``, which rounds to 1 +- 1 ulp depending on the merge
+history; here such pairs are exactly 1. So merges *at height ~1* (joining
+clusters with no weight between them, the top of the tree when the kNN graph is
+not connected or weights underflowed) may come in a different, still
+deterministic, order: heights agree to 1e-15 and every cut with a threshold
+below 1 - 1e-12, or with at least as many clusters as there are merges at
+height ~1 + 1, gives the identical partition. Everything below is identical.
+
+Memory: CSR weights 8 bytes per entry, linkage rows 16 bytes per stored
+(symmetric) entry with up to 2x slack for stale entries. 118k x k=3000:
+~6-12 GB. Never N x N.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+from . import manifold as _dense
+from .knn import knn as _knn
+from .nnchain import cut, label_linkage
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "knn_distances",
+    "umap_weights",
+    "linkage_distances",
+    "sparse_average_linkage",
+    "manifold_linkage",
+    "manifold_cluster",
+]
+
+
+_KNN_MARGIN = 16  # extra float32 candidates fetched per row for the float64 re-ranking
+_KNN_SLACK = 1e-5  # > twice the float32 search error of a cosine distance
+
+
+def _unit_rows64(X) -> np.ndarray:
+    Xf = np.array(X, dtype=np.float64)
+    if Xf.ndim != 2:
+        raise ValueError(f"expected a 2-D array of embeddings, got shape {Xf.shape}")
+    if not np.all(np.isfinite(Xf)):
+        bad = int(np.argwhere(~np.isfinite(Xf))[0, 0])
+        raise ValueError(f"embedding row {bad} has a non-finite value")
+    norms = np.sqrt(np.einsum("ij,ij->i", Xf, Xf))
+    norms[norms == 0.0] = 1.0  # dense path's convention: zero rows stay zero (distance 1)
+    Xf /= norms[:, None]
+    return Xf
+
+
+def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: int = 1024, progress: bool = False):
+    """(indices (N, k-1) int64 sorted ascending per row, distances (N, k-1) float32), self excluded.
+
+    Distances are recomputed in float64 for the selected pairs like the dense path
+    (so equal neighbours give equal weights); ``knn_result`` = precomputed
+    (indices, distances) from :func:`eventatlas.cluster.knn.knn` (self in column 0).
+    """
+    Y = _unit_rows64(X)
+    n = Y.shape[0]
+    if not 2 <= k <= n:
+        raise ValueError(f"k (n_neighbours, self included) must be in [2, N={n}], got {k}")
+    refine = knn_result is None
+    if refine:
+        # float32 search can swap neighbours whose distances differ by ~1e-7; fetch a
+        # margin, re-rank in float64 and re-do rows whose margin is not conclusive.
+        kf = min(n, k + _KNN_MARGIN)
+        knn_result = _knn(Y.astype(np.float32), kf, backend=backend, normalize=False, progress=progress)
+    I = np.asarray(knn_result[0])
+    if I.ndim != 2 or I.shape[0] != n or I.shape[1] < k:
+        raise ValueError(f"precomputed kNN indices have shape {I.shape}, expected ({n}, >= {k})")
+    rows = np.arange(n)
+    if not np.array_equal(I[:, 0], rows):
+        bad = int(np.nonzero(I[:, 0] != rows)[0][0])
+        raise ValueError(f"kNN row {bad}: column 0 must be the point itself (got {I[bad, 0]})")
+    if np.any(I < 0) or np.any(I >= n):
+        raise ValueError(f"kNN indices must be in [0, {n})")
+    nb_all = I[:, 1:]
+    m = nb_all.shape[1]
+    nb = np.empty((n, k - 1), dtype=np.int64)
+    D = np.empty((n, k - 1), dtype=np.float32)
+    redo = []
+    for s in range(0, n, block):
+        cand = nb_all[s : s + block]
+        G = np.einsum("id,ijd->ij", Y[s : s + block], Y[cand])
+        np.subtract(1.0, G, out=G)
+        np.clip(G, 0.0, 2.0, out=G)
+        G32 = G.astype(np.float32)
+        if refine and m > k - 1:
+            order = np.lexsort((cand, G32), axis=1)
+            cand = np.take_along_axis(cand, order, axis=1)
+            G32 = np.take_along_axis(G32, order, axis=1)
+            # conclusive only if the best left-out candidate is clearly farther
+            unsure = G32[:, m - 1] - G32[:, k - 2] <= _KNN_SLACK
+            redo.extend((s + np.nonzero(unsure)[0]).tolist())
+            cand, G32 = cand[:, : k - 1], G32[:, : k - 1]
+        srt = np.argsort(cand, axis=1, kind="stable")  # the dense path's row (index) order
+        nb[s : s + block] = np.take_along_axis(cand, srt, axis=1)
+        D[s : s + block] = np.take_along_axis(G32, srt, axis=1)
+    for i in redo:  # exact full-row selection (rare: near-duplicate neighbourhoods)
+        g = 1.0 - Y @ Y[i]
+        np.clip(g, 0.0, 2.0, out=g)
+        g32 = g.astype(np.float32)
+        g32[i] = np.inf
+        sel = np.lexsort((np.arange(n), g32))[: k - 1]
+        sel.sort()
+        nb[i], D[i] = sel, g32[sel]
+    if k > 2 and np.any(nb[:, 1:] == nb[:, :-1]):
+        bad = int(np.nonzero((nb[:, 1:] == nb[:, :-1]).any(axis=1))[0][0])
+        raise ValueError(f"kNN row {bad} lists a neighbour twice")
+    return nb, D
+
+
+def umap_weights(
+    indices: np.ndarray,
+    distances: np.ndarray,
+    *,
+    local_connectivity: float = 1.0,
+    bandwidth: float = 1.0,
+    n_iter: int = 64,
+    block: int = 512,
+    progress: bool = False,
+    return_params: bool = False,
+):
+    """Unsymmetrised UMAP membership CSR matrix (float32) from self-excluded kNN lists.
+
+    ``indices``/``distances``: (N, k-1) as returned by :func:`knn_distances`.
+    Equals the dense ``manifold_weights`` restricted to the stored entries.
+    """
+    n, km1 = indices.shape
+    k = km1 + 1
+    target = math.log2(k) * bandwidth
+    # umap floor for rows with rho = 0 uses the mean over all lists (self 0 included).
+    mean_all = float(distances.sum(dtype=np.float64)) / (n * k)
+    data = np.empty((n, km1), dtype=np.float32)
+    sigmas = np.empty(n, dtype=np.float32)
+    rhos = np.empty(n, dtype=np.float32)
+    for s in tqdm(range(0, n, block), desc="manifold weights (sparse)", unit="block", disable=not progress):
+        blk = distances[s : s + block].copy()
+        rho = _dense._rho_block(blk, local_connectivity)
+        row_mean = blk.sum(axis=1, dtype=np.float64) / k
+        blk -= rho[:, None]
+        np.maximum(blk, 0.0, out=blk)
+        sig = _dense._sigma_block(blk, target, n_iter)
+        floor = np.where(
+            rho > 0.0, _dense.MIN_K_DIST_SCALE * row_mean, _dense.MIN_K_DIST_SCALE * mean_all
+        ).astype(np.float32)
+        sig = np.maximum(sig, floor)
+        np.divide(blk, sig[:, None], out=blk)
+        np.negative(blk, out=blk)
+        np.exp(blk, out=blk)
+        data[s : s + block] = blk
+        sigmas[s : s + block] = sig
+        rhos[s : s + block] = rho
+    indptr = np.arange(0, n * km1 + 1, km1, dtype=np.int64)
+    W = sp.csr_matrix((data.ravel(), indices.ravel().astype(np.int32), indptr), shape=(n, n))
+    return (W, sigmas, rhos) if return_params else W
+
+
+def linkage_distances(W: sp.csr_matrix, *, symmetrize: bool) -> sp.coo_matrix:
+    """Upper-triangle (i < j) float64 distances 1 - w of the stored pairs, as COO.
+
+    Faithful: w = W[i, j] (i < j only, as sklearn reads the matrix).
+    Symmetrised: w = u + l - u*l with u = W[i, j], l = W[j, i] (float64 like the dense path).
+    """
+    W = sp.csr_matrix(W, dtype=np.float32)
+    W.sum_duplicates()
+    W.eliminate_zeros()
+    n = W.shape[0]
+    C = W.tocoo()
+    r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data.astype(np.float64)
+    if not symmetrize:
+        keep = r < c
+        return sp.coo_matrix((1.0 - v[keep], (r[keep], c[keep])), shape=(n, n))
+    lo, hi = np.minimum(r, c), np.maximum(r, c)
+    off = r != c
+    lo, hi, v, upper = lo[off], hi[off], v[off], (r < c)[off]
+    key = lo * n + hi
+    order = np.lexsort((~upper, key))  # per pair: the upper (u) entry first
+    key, v, upper = key[order], v[order], upper[order]
+    first = np.ones(key.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = np.nonzero(first)[0]
+    u = np.zeros(starts.size)
+    l = np.zeros(starts.size)
+    cnt = np.diff(np.append(starts, key.size))
+    u[upper[starts]] = v[starts][upper[starts]]
+    l[~upper[starts]] = v[starts][~upper[starts]]
+    two = cnt == 2  # both directions present: second entry is l
+    l[two] = v[starts[two] + 1]
+    w = u + l - u * l
+    kk = key[starts]
+    return sp.coo_matrix((1.0 - w, (kk // n, kk % n)), shape=(n, n))
+
+
+# --------------------------------------------------------------------------- numba core
+
+
+@numba.njit(cache=True)
+def _row_scan(pool_s, pool_v, pool_g, start, length, b, active, ver, prev):
+    """Min over live entries of row b: (min value, lowest slot at min, value of slot prev or 1.0)."""
+    m = math.inf
+    arg = -1
+    dprev = 1.0
+    p0 = start[b]
+    for q in range(p0, p0 + length[b]):
+        s = pool_s[q]
+        if active[s] and pool_g[q] == ver[s]:
+            v = pool_v[q]
+            if v < m or (v == m and s < arg):
+                m = v
+                arg = s
+            if s == prev:
+                dprev = v
+    return m, arg, dprev
+
+
+@numba.njit(cache=True)
+def _append(pool_s, pool_v, pool_g, start, length, cap, row, slot, val, gen, top, active, ver):
+    """Append (slot, val, gen) to a row; compact or move the row when full. Returns new pool top (-1: pool full)."""
+    if length[row] == cap[row]:
+        # drop stale entries first
+        p0 = start[row]
+        w = p0
+        for q in range(p0, p0 + length[row]):
+            s = pool_s[q]
+            if active[s] and pool_g[q] == ver[s]:
+                pool_s[w] = s
+                pool_v[w] = pool_v[q]
+                pool_g[w] = pool_g[q]
+                w += 1
+        length[row] = w - p0
+        if length[row] * 4 > cap[row] * 3:
+            newcap = max(4, 2 * cap[row])
+            if top + newcap > pool_s.shape[0]:
+                return -1
+            for q in range(length[row]):
+                pool_s[top + q] = pool_s[p0 + q]
+                pool_v[top + q] = pool_v[p0 + q]
+                pool_g[top + q] = pool_g[p0 + q]
+            start[row] = top
+            cap[row] = newcap
+            top += newcap
+    q = start[row] + length[row]
+    pool_s[q] = slot
+    pool_v[q] = val
+    pool_g[q] = gen
+    length[row] += 1
+    return top
+
+
+@numba.njit(cache=True)
+def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
+    """Slide every live row down to the pool front (cap = live + 50%). Returns new top."""
+    order = np.argsort(start)
+    top = 0
+    for oi in range(n):
+        row = order[oi]
+        if not active[row]:
+            length[row] = 0
+            cap[row] = 0
+            start[row] = top
+            continue
+        p0 = start[row]
+        w = top
+        for q in range(p0, p0 + length[row]):
+            s = pool_s[q]
+            if active[s] and pool_g[q] == ver[s]:
+                pool_s[w] = s
+                pool_v[w] = pool_v[q]
+                pool_g[w] = pool_g[q]
+                w += 1
+        start[row] = top
+        length[row] = w - top
+        cap[row] = length[row] + length[row] // 2 + 4
+        top += cap[row]
+    return top
+
+
+@numba.njit(cache=True)
+def _nn_chain_sparse(indptr, indices, values, n, pool_size, out, state):
+    """fastcluster NN_chain_core (average) on a symmetric sparse D (absent = 1.0).
+
+    ``out``: (n-1, 3) float64 rows (node1, node2, dist) in creation order.
+    ``state``: int64[3] progress/diagnostics (merges done, pool compactions, status).
+    """
+    pool_s = np.empty(pool_size, dtype=np.int32)
+    pool_v = np.empty(pool_size, dtype=np.float64)
+    pool_g = np.empty(pool_size, dtype=np.int32)
+    start = np.empty(n, dtype=np.int64)
+    length = np.empty(n, dtype=np.int64)
+    cap = np.empty(n, dtype=np.int64)
+    top = 0
+    for i in range(n):
+        deg = indptr[i + 1] - indptr[i]
+        start[i] = top
+        length[i] = deg
+        cap[i] = deg + deg // 2 + 4
+        for q in range(deg):
+            pool_s[top + q] = indices[indptr[i] + q]
+            pool_v[top + q] = values[indptr[i] + q]
+            pool_g[top + q] = 0
+        top += cap[i]
+    active = np.ones(n, dtype=np.bool_)
+    ver = np.zeros(n, dtype=np.int32)
+    members = np.ones(n, dtype=np.float64)
+    succ = np.empty(n + 1, dtype=np.int64)
+    pred = np.empty(n + 1, dtype=np.int64)
+    for i in range(n + 1):
+        succ[i] = i + 1
+        pred[i] = i - 1
+    lstart = 0
+    chain = np.empty(n, dtype=np.int64)
+    tip = 0
+    val1 = np.ones(n, dtype=np.float64)
+    val2 = np.ones(n, dtype=np.float64)
+    mark = np.zeros(n, dtype=np.bool_)
+    touched = np.empty(n, dtype=np.int64)
+    idx1 = 0
+    idx2 = 0
+    mn = 0.0
+    for j in range(n - 1):
+        if tip <= 3:
+            idx1 = lstart
+            chain[0] = idx1
+            tip = 1
+            m, arg, dummy = _row_scan(pool_s, pool_v, pool_g, start, length, idx1, active, ver, -1)
+            if m < 1.0:
+                idx2 = arg
+                mn = m
+            else:  # everything at 1: the first active index after start
+                idx2 = succ[idx1]
+                mn = 1.0
+        else:
+            tip -= 3
+            idx1 = chain[tip - 1]
+            idx2 = chain[tip]
+            m, arg, mn = _row_scan(pool_s, pool_v, pool_g, start, length, idx2, active, ver, idx1)
+        while True:
+            chain[tip] = idx2
+            m, arg, dummy = _row_scan(pool_s, pool_v, pool_g, start, length, idx2, active, ver, -1)
+            if m < mn:
+                mn = m
+                idx1 = arg
+            idx2 = idx1
+            idx1 = chain[tip]
+            tip += 1
+            if idx2 == chain[tip - 2]:
+                break
+        out[j, 0] = idx1
+        out[j, 1] = idx2
+        out[j, 2] = mn
+        if idx1 > idx2:
+            t_ = idx1
+            idx1 = idx2
+            idx2 = t_
+        size1 = members[idx1]
+        size2 = members[idx2]
+        members[idx2] += members[idx1]
+        s_ = size1 / (size1 + size2)
+        t_f = size2 / (size1 + size2)
+        # remove idx1 from the active list
+        if idx1 == lstart:
+            lstart = succ[idx1]
+        else:
+            succ[pred[idx1]] = succ[idx1]
+            pred[succ[idx1]] = pred[idx1]
+        active[idx1] = False
+        # union of the two rows (live entries), Lance-Williams: s*d(i,idx1) + t*d(i,idx2)
+        nt = 0
+        for rr in range(2):
+            row = idx1 if rr == 0 else idx2
+            p0 = start[row]
+            for q in range(p0, p0 + length[row]):
+                s = pool_s[q]
+                if s == idx2 or s == idx1 or not active[s] or pool_g[q] != ver[s]:
+                    continue
+                if rr == 0:
+                    val1[s] = pool_v[q]
+                else:
+                    val2[s] = pool_v[q]
+                if not mark[s]:
+                    mark[s] = True
+                    touched[nt] = s
+                    nt += 1
+        ver[idx2] += 1
+        g = ver[idx2]
+        # new row for idx2 at the pool end (old rows of idx1/idx2 become garbage)
+        if top + nt + 4 > pool_s.shape[0]:
+            top = _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n)
+            state[1] += 1
+            if top + nt + 4 > pool_s.shape[0]:
+                state[2] = 1
+                return
+        start[idx2] = top
+        length[idx2] = nt
+        cap[idx2] = nt + 4
+        for q in range(nt):
+            s = touched[q]
+            v = s_ * val1[s] + t_f * val2[s]
+            pool_s[top + q] = s
+            pool_v[top + q] = v
+            pool_g[top + q] = ver[s]
+        top += nt + 4
+        length[idx1] = 0
+        for q in range(nt):
+            s = touched[q]
+            v = pool_v[start[idx2] + q]
+            r = _append(pool_s, pool_v, pool_g, start, length, cap, s, idx2, v, g, top, active, ver)
+            if r < 0:
+                top = _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n)
+                state[1] += 1
+                r = _append(pool_s, pool_v, pool_g, start, length, cap, s, idx2, v, g, top, active, ver)
+                if r < 0:
+                    state[2] = 1
+                    return
+            top = r
+            val1[s] = 1.0
+            val2[s] = 1.0
+            mark[s] = False
+        state[0] = j + 1
+
+
+def sparse_average_linkage(D_upper: sp.spmatrix, *, slack: float = 2.0, progress: bool = False) -> np.ndarray:
+    """Average linkage of a sparse dissimilarity (absent = 1) given by its i < j entries.
+
+    Returns the SciPy linkage matrix; equals fastcluster on the dense matrix
+    (see the module docstring for the tie-at-1 caveat).
+    """
+    C = sp.coo_matrix(D_upper)
+    n = C.shape[0]
+    if n < 2:
+        raise ValueError(f"need at least 2 points for a linkage, got {n}")
+    if C.nnz and (np.any(C.row >= C.col)):
+        raise ValueError("sparse_average_linkage expects only upper-triangle (i < j) entries")
+    if C.nnz and not np.all(np.isfinite(C.data)):
+        raise ValueError("distance matrix has a non-finite entry")
+    S = sp.coo_matrix(
+        (np.concatenate([C.data, C.data]), (np.concatenate([C.row, C.col]), np.concatenate([C.col, C.row]))),
+        shape=(n, n),
+    ).tocsr()
+    S.sort_indices()
+    nnz = S.nnz
+    del C
+    pool = int(nnz * 1.5 + 4 * n) + int(slack * nnz) + 1024
+    out = np.zeros((n - 1, 3), dtype=np.float64)
+    state = np.zeros(3, dtype=np.int64)
+    t0 = time.perf_counter()
+    _nn_chain_sparse(S.indptr.astype(np.int64), S.indices.astype(np.int32), S.data.astype(np.float64), n, pool, out, state)
+    if state[2] != 0:
+        raise MemoryError(f"sparse linkage: row pool of {pool:,} entries exhausted; retry with a larger slack")
+    log.info("sparse average linkage n=%d nnz=%d: %.2fs, %d pool compactions", n, nnz, time.perf_counter() - t0, state[1])
+    sizes = np.zeros((n - 1, 4))
+    sizes[:, :3] = out
+    order = np.argsort(out[:, 2], kind="mergesort")
+    Z = label_linkage(sizes[order], n)
+    # fill sizes (label_linkage keeps column 3): count members bottom-up
+    cnt = np.ones(2 * n - 1)
+    for i in range(n - 1):
+        cnt[n + i] = cnt[int(Z[i, 0])] + cnt[int(Z[i, 1])]
+    Z[:, 3] = cnt[n:]
+    return Z
+
+
+def manifold_linkage(
+    X,
+    k: int | None = None,
+    *,
+    symmetrize: bool = False,
+    knn_result=None,
+    backend: str = "auto",
+    progress: bool = False,
+    **weight_kw,
+) -> np.ndarray:
+    """Linkage matrix of (sparse) manifold clustering; ``k`` defaults to N."""
+    n = np.shape(X)[0]
+    k = n if k is None else int(min(k, n))
+    nb, dist = knn_distances(X, k, knn_result=knn_result, backend=backend, progress=progress)
+    W = umap_weights(nb, dist, progress=progress, **weight_kw)
+    del nb, dist
+    Du = linkage_distances(W, symmetrize=symmetrize)
+    del W
+    return sparse_average_linkage(Du, progress=progress)
+
+
+def manifold_cluster(
+    X,
+    n_clusters: int | None = None,
+    *,
+    distance_threshold: float | None = None,
+    k: int | None = None,
+    symmetrize: bool = False,
+    knn_result=None,
+    backend: str = "auto",
+    progress: bool = False,
+    **weight_kw,
+) -> np.ndarray:
+    """Labels of sparse manifold clustering (same contract as the dense ``manifold_cluster``)."""
+    if (n_clusters is None) == (distance_threshold is None):
+        raise ValueError("manifold: give exactly one of n_clusters or distance_threshold")
+    n = np.shape(X)[0]
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    Z = manifold_linkage(X, k, symmetrize=symmetrize, knn_result=knn_result, backend=backend, progress=progress, **weight_kw)
+    return cut(Z, n_clusters=n_clusters, distance_threshold=distance_threshold)

@@ -1,0 +1,216 @@
+"""Helpers shared by the readers: strict text decoding, JSON lines, token/char
+alignment and mention rows whose offsets are checked before they are yielded."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ..io import InputError, Rejects, stable_id
+
+
+def dumps(obj: Any) -> str | None:
+    """JSON for the ``extra`` columns (None stays None, key order stable)."""
+    if obj is None or obj == {}:
+        return None
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) with strict UTF-8: a bad byte names file and line."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(path, f"line {n}", f"not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8") from None
+            if n == 1 and line.startswith("\ufeff"):
+                line = line[1:]  # tolerate a BOM
+            yield n, line.rstrip("\r\n")
+
+
+def read_text(path: str | os.PathLike, data: bytes | None = None) -> str:
+    """Whole file as strict UTF-8; the error names the line of the first bad byte."""
+    path = Path(path)
+    if data is None:
+        data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(path, f"line {line}", f"not valid UTF-8 ({e.reason} at byte {e.start}); re-encode the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed object) per non-blank line; malformed JSON is fatal and names the line."""
+    for n, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"line {n}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"line {e.lineno}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+
+
+def join_tokens(tokens: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """Deterministic sentence from tokens: single spaces between them; char span of each token."""
+    spans, pos = [], 0
+    for i, t in enumerate(tokens):
+        if i:
+            pos += 1
+        spans.append((pos, pos + len(t)))
+        pos += len(t)
+    return " ".join(tokens), spans
+
+
+# Penn-Treebank escapes found in tokenised sources, with the characters they stand for.
+_PTB = {
+    "``": ('"', "\u201c", "``", "''"),
+    "''": ('"', "\u201d", "''"),
+    "-LRB-": ("(",), "-RRB-": (")",), "-LSB-": ("[",), "-RSB-": ("]",), "-LCB-": ("{",), "-RCB-": ("}",),
+    "`": ("'", "\u2018"), "'": ("'", "\u2019"),
+}
+_UNK = {"unk", "<unk>", "[unk]"}
+
+
+def align_tokens(sentence: str, tokens: Sequence[str], *, ignore_case: bool = False) -> list[tuple[int, int]] | None:
+    """Char spans of ``tokens`` in ``sentence`` scanning left to right; None if any token is not found
+    where expected (only whitespace may sit between tokens). PTB escapes (`` '' -LRB- ...) match the
+    characters they stand for; an UNK token matches the next run of non-space characters."""
+    hay = sentence.lower() if ignore_case else sentence
+    if len(hay) != len(sentence):
+        return None  # lower() changed the length (e.g. 'İ'): positions would be wrong
+    spans, pos = [], 0
+    for i, t in enumerate(tokens):
+        while pos < len(hay) and hay[pos].isspace():
+            pos += 1
+        if not t:
+            spans.append((pos, pos))
+            continue
+        cands = [t.lower() if ignore_case else t]
+        key = t.upper() if t.upper().startswith("-") else t
+        cands += [c.lower() if ignore_case else c for c in _PTB.get(key, ())]
+        for c in cands if t.lower() not in _UNK else ():
+            if hay.startswith(c, pos):
+                spans.append((pos, pos + len(c)))
+                pos += len(c)
+                break
+        else:
+            if t.lower() in _UNK and pos < len(hay):
+                end = pos
+                while end < len(hay) and not hay[end].isspace():
+                    end += 1
+                nxt = tokens[i + 1].lower() if ignore_case and i + 1 < len(tokens) else (tokens[i + 1] if i + 1 < len(tokens) else "")
+                k = hay.find(nxt, pos + 1, end) if nxt else -1
+                if k > pos:
+                    end = k  # the run also holds the next token (e.g. "G-ARUK," = UNK ",")
+                spans.append((pos, end))
+                pos = end
+                continue
+            return None
+    return spans
+
+
+def sentence_and_spans(sentence: str | None, tokens: Sequence[str], *, ignore_case: bool = False) -> tuple[str, list[tuple[int, int]], bool]:
+    """Prefer the original sentence when the tokens align to it; else join the tokens.
+
+    Returns (sentence, token spans, aligned_to_original)."""
+    if sentence:
+        spans = align_tokens(sentence, tokens, ignore_case=ignore_case)
+        if spans is not None:
+            return sentence, spans, True
+    s, spans = join_tokens(tokens)
+    return s, spans, False
+
+
+def mention_id(dataset: str, doc_id: Any, sent_idx: Any, start: int, end: int, label: str | None) -> str:
+    return stable_id(dataset, doc_id, sent_idx, start, end, label or "")
+
+
+def check_span(rejects: Rejects, source: Any, location: Any, sentence: str, start: Any, end: Any, trigger: str | None, raw: Any = None) -> bool:
+    """True when ``sentence[start:end] == trigger``; otherwise record an ``offset_mismatch`` reject."""
+    ok = (
+        isinstance(start, int)
+        and isinstance(end, int)
+        and 0 <= start < end <= len(sentence)
+        and trigger is not None
+        and sentence[start:end] == trigger
+    )
+    if not ok:
+        got = sentence[start:end] if isinstance(start, int) and isinstance(end, int) else None
+        rejects.add(source, location, "offset_mismatch", f"sentence[{start}:{end}] = {got!r} but trigger is {trigger!r}", raw)
+    return ok
+
+
+class MentionDedup:
+    """Drops repeated mention ids (same dataset, doc, sentence, span, primary label)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.duplicates = 0
+
+    def first(self, mid: str) -> bool:
+        if mid in self.seen:
+            self.duplicates += 1
+            return False
+        self.seen.add(mid)
+        return True
+
+
+def mention_row(
+    dataset: str,
+    doc_id: str,
+    sent_idx: int | None,
+    sentence: str,
+    start: int,
+    end: int,
+    labels: list[str] | None,
+    *,
+    split: str | None = None,
+    language: str | None = "en",
+    scope: tuple[int, int] | None = None,
+    arguments: list[dict] | None = None,
+    extra: dict | None = None,
+    mid: str | None = None,
+) -> dict:
+    labels = list(labels or [])
+    return {
+        "mention_id": mid or mention_id(dataset, doc_id, sent_idx, start, end, labels[0] if labels else ""),
+        "dataset": dataset,
+        "doc_id": str(doc_id),
+        "sent_idx": sent_idx,
+        "sentence": sentence,
+        "trigger_start": start,
+        "trigger_end": end,
+        "trigger": sentence[start:end],
+        "scope_start": scope[0] if scope else None,
+        "scope_end": scope[1] if scope else None,
+        "language": language,
+        "split": split,
+        "labels": labels,
+        "arguments": arguments or [],
+        "extra": dumps(extra),
+    }
+
+
+def bump(stats: dict | None, key: str, n: int = 1) -> None:
+    if stats is not None:
+        stats[key] = stats.get(key, 0) + n
+
+
+def require(obj: Any, keys: Sequence[str]) -> list[str]:
+    """Names of required keys missing from a dict record."""
+    if not isinstance(obj, dict):
+        return list(keys)
+    return [k for k in keys if k not in obj or obj[k] is None]

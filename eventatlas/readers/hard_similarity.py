@@ -1,0 +1,7 @@
+"""Registry entry ``hard_similarity``: see :mod:`eventatlas.readers.event_similarity` for the format."""
+from __future__ import annotations
+
+from .event_similarity import read_hard as read
+
+DEFAULT_DATASET = "hard_similarity"
+__all__ = ["read", "DEFAULT_DATASET"]

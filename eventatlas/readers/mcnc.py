@@ -1,0 +1,7 @@
+"""Registry entry ``mcnc``: see :mod:`eventatlas.readers.event_similarity` for the format."""
+from __future__ import annotations
+
+from .event_similarity import read_mcnc as read
+
+DEFAULT_DATASET = "mcnc"
+__all__ = ["read", "DEFAULT_DATASET"]

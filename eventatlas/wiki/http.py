@@ -1,0 +1,332 @@
+"""A polite, resilient JSON client for the MediaWiki / Wikibase / SPARQL APIs.
+
+Wikimedia's API etiquette (https://www.mediawiki.org/wiki/API:Etiquette) is enforced
+here rather than left to callers:
+
+* a descriptive User-Agent with contact information (``user_agent=`` / ``contact=`` or
+  ``EVENTATLAS_USER_AGENT`` / ``EVENTATLAS_CONTACT``); requests to a non-loopback host
+  are refused without a contact, so nobody crawls Wikimedia anonymously by accident;
+* ``maxlag=5`` on every MediaWiki/Wikibase request (``maxlag=None`` per call for SPARQL);
+* serial requests by default: one client-wide semaphore (``concurrency=1``);
+* ``429``/``503`` ``Retry-After`` (delta seconds or HTTP-date) and ``maxlag`` errors set a
+  client-wide "not before" instant: no request of any thread leaves before it;
+* exponential backoff with full jitter (seeded RNG) on timeouts, dropped connections,
+  5xx and truncated/invalid JSON; bounded attempts, then :class:`HttpError` naming the URL;
+* gzip (``Accept-Encoding: gzip``);
+* an on-disk cache keyed by method + URL + params (+ body), written atomically, so a
+  repeated build does not refetch.
+"""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import ipaddress
+import logging
+import os
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from ..io import atomic_path
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PoliteClient", "HttpError", "ApiError", "default_user_agent", "parse_retry_after", "cache_key"]
+
+VERSION = "0.1.0"
+DEFAULT_MAXLAG = 5
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 520, 521, 522, 524})
+
+
+class HttpError(RuntimeError):
+    """A request that could not be completed; names the URL and the last cause."""
+
+    def __init__(self, url: str, message: str, *, attempts: int = 0, status: int | None = None):
+        self.url, self.attempts, self.status = url, attempts, status
+        super().__init__(f"{url}: {message}" + (f" (after {attempts} attempts)" if attempts else ""))
+
+
+class ApiError(HttpError):
+    """A well-formed MediaWiki error response other than maxlag (not retried)."""
+
+    def __init__(self, url: str, code: str, info: str):
+        self.code, self.info = code, info
+        super().__init__(url, f"API error {code}: {info}")
+
+
+def default_user_agent(contact: str | None = None, tool: str = "eventatlas") -> str:
+    """``eventatlas/<ver> (<contact>) httpx/<ver>`` as the Wikimedia User-Agent policy asks."""
+    contact = contact or os.environ.get("EVENTATLAS_CONTACT")
+    who = contact if contact else "no contact configured; set EVENTATLAS_CONTACT"
+    return f"{tool}/{VERSION} ({who}; event-grounding dataset builder) httpx/{httpx.__version__}"
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); None if absent/bad."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    now = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now)
+
+
+def cache_key(method: str, url: str, params: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None) -> str:
+    """Stable key of a request. ``maxlag`` is left out: it changes when a request may run, not its answer."""
+    def norm(m: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+        return sorted((str(k), str(v)) for k, v in (m or {}).items() if k != "maxlag")
+
+    blob = orjson.dumps([method.upper(), url, norm(params), norm(data)])
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way worth retrying."""
+
+    def __init__(self, reason: str, wait: float | None = None, status: int | None = None):
+        self.reason, self.wait, self.status = reason, wait, status
+        super().__init__(reason)
+
+
+class PoliteClient:
+    """Thread-safe JSON GET/POST client following the Wikimedia API etiquette.
+
+    ``get_json(url, params)`` returns the decoded JSON object. Parameters:
+
+    - ``timeout``: per-request seconds (connect/read/write/pool).
+    - ``max_attempts``: total tries per request before :class:`HttpError`.
+    - ``backoff_base``/``backoff_cap``: full-jitter backoff ``uniform(0, min(cap, base*2**k))``.
+    - ``max_retry_after``: a server's Retry-After above this is an error rather than a sleep.
+    - ``concurrency``: simultaneous requests (1 = serial).
+    - ``min_interval``: optional gap between request starts (seconds).
+    - ``cache_dir``: on-disk response cache (None = off).
+    - ``seed``: seeds the jitter RNG (recorded in ``stats``).
+    """
+
+    def __init__(
+        self,
+        *,
+        user_agent: str | None = None,
+        contact: str | None = None,
+        timeout: float = 30.0,
+        max_attempts: int = 8,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        max_retry_after: float = 900.0,
+        default_retry_after: float = 5.0,
+        concurrency: int = 1,
+        min_interval: float = 0.0,
+        cache_dir: str | os.PathLike | None = None,
+        maxlag: int | None = DEFAULT_MAXLAG,
+        seed: int = 0,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        env_ua = os.environ.get("EVENTATLAS_USER_AGENT")
+        self.contact = contact or os.environ.get("EVENTATLAS_CONTACT")
+        self.user_agent = user_agent or env_ua or default_user_agent(self.contact)
+        # An explicit UA is trusted to carry its own contact (policy: URL or e-mail in it).
+        self._has_contact = bool(self.contact or user_agent or env_ua)
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.max_retry_after = max_retry_after
+        self.default_retry_after = default_retry_after
+        self.concurrency = concurrency
+        self.min_interval = min_interval
+        self.maxlag = maxlag
+        self.seed = seed
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._sem = threading.BoundedSemaphore(concurrency)
+        self._gate = threading.Lock()  # guards _not_before / _last_start
+        self._not_before = 0.0  # monotonic instant before which no request may start
+        self._last_start = -1e18
+        self._sleep, self._clock = sleep, clock
+        self.stats: Counter[str] = Counter()
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout),
+            headers={"User-Agent": self.user_agent, "Accept-Encoding": "gzip", "Accept": "application/json"},
+            transport=transport,
+            follow_redirects=True,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "PoliteClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- public ----------------------------------------------------------------------------
+    def get_json(
+        self,
+        url: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        method: str = "GET",
+        data: Mapping[str, Any] | None = None,
+        mediawiki: bool = True,
+        use_cache: bool = True,
+    ) -> Any:
+        """Fetch ``url`` and decode JSON. ``mediawiki=True`` adds ``maxlag`` and ``format=json``
+        and treats ``{"error": ...}`` bodies as API errors (maxlag ones are retried)."""
+        params = dict(params or {})
+        if mediawiki:
+            params.setdefault("format", "json")
+            params.setdefault("formatversion", "2")
+            if self.maxlag is not None:
+                params["maxlag"] = self.maxlag
+        if not self._has_contact and not _is_loopback(url):
+            raise HttpError(url, "refusing to crawl without contact information in the User-Agent: "
+                                 "pass contact=... or set EVENTATLAS_CONTACT (Wikimedia User-Agent policy)")
+        key = cache_key(method, url, params, data)
+        if use_cache and self.cache_dir is not None:
+            hit = self._cache_get(key)
+            if hit is not None:
+                self.stats["cache_hits"] += 1
+                return hit
+        body = self._fetch(url, params, method=method, data=data, mediawiki=mediawiki)
+        if use_cache and self.cache_dir is not None:
+            self._cache_put(key, body)
+        return orjson.loads(body)
+
+    # -- cache -----------------------------------------------------------------------------
+    def _cache_path(self, key: str) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def _cache_get(self, key: str) -> Any | None:
+        p = self._cache_path(key)
+        try:
+            raw = p.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            # Writes are atomic, so this is outside damage: drop the entry and refetch.
+            log.warning("corrupt cache entry %s removed", p)
+            p.unlink(missing_ok=True)
+            return None
+
+    def _cache_put(self, key: str, body: bytes) -> None:
+        p = self._cache_path(key)
+        with atomic_path(p) as tmp:
+            tmp.write_bytes(body)
+
+    # -- core ------------------------------------------------------------------------------
+    def _jitter(self, attempt: int) -> float:
+        with self._rng_lock:
+            return self._rng.uniform(0.0, min(self.backoff_cap, self.backoff_base * (2 ** attempt)))
+
+    def _push_not_before(self, seconds: float) -> None:
+        with self._gate:
+            self._not_before = max(self._not_before, self._clock() + seconds)
+
+    def _wait_turn(self) -> None:
+        """Sleep until no Retry-After is pending and ``min_interval`` has passed, then claim the slot."""
+        while True:
+            with self._gate:
+                now = self._clock()
+                ready = max(self._not_before, self._last_start + self.min_interval)
+                if now >= ready:
+                    self._last_start = now
+                    return
+                wait = ready - now
+            self._sleep(wait)
+
+    def _fetch(self, url: str, params: dict[str, Any], *, method: str, data: Mapping[str, Any] | None, mediawiki: bool) -> bytes:
+        last: _Retry | None = None
+        for attempt in range(self.max_attempts):
+            if attempt:
+                self.stats["retries"] += 1
+                assert last is not None
+                if last.wait is not None:
+                    if last.wait > self.max_retry_after:
+                        raise HttpError(url, f"server asks to wait {last.wait:.0f}s (> max_retry_after "
+                                             f"{self.max_retry_after:.0f}s) after {last.reason}",
+                                        attempts=attempt, status=last.status)
+                    self._push_not_before(last.wait)  # global: every thread holds off
+                else:
+                    self._sleep(self._jitter(attempt - 1))
+            try:
+                with self._sem:
+                    self._wait_turn()
+                    self.stats["requests"] += 1
+                    return self._attempt(url, params, method=method, data=data, mediawiki=mediawiki)
+            except _Retry as r:
+                self.stats[f"retry:{r.reason.split(' ')[0]}"] += 1
+                log.info("retrying %s: %s", url, r.reason)
+                last = r
+        assert last is not None
+        raise HttpError(url, f"giving up: {last.reason}", attempts=self.max_attempts, status=last.status)
+
+    def _attempt(self, url: str, params: dict[str, Any], *, method: str, data: Mapping[str, Any] | None, mediawiki: bool) -> bytes:
+        try:
+            resp = self._client.request(method, url, params=params, data=data)
+            body = resp.content  # decompresses gzip; a short body raises RemoteProtocolError
+        except httpx.TimeoutException as e:
+            raise _Retry(f"timeout ({type(e).__name__})") from e
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError,
+                httpx.DecodingError) as e:
+            raise _Retry(f"connection ({type(e).__name__}: {e})") from e
+        status = resp.status_code
+        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        if status in (429, 503):
+            # 503 without Retry-After is an ordinary 5xx: back off with jitter.
+            raise _Retry(f"http {status}", wait=retry_after, status=status)
+        if status in RETRYABLE_STATUS or 500 <= status < 600:
+            raise _Retry(f"http {status}", wait=retry_after if status in (429, 503) else None, status=status)
+        if status >= 400:
+            raise HttpError(url, f"HTTP {status}: {body[:200]!r}", status=status)
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise _Retry(f"invalid JSON ({e}; {len(body)} bytes)") from e
+        if mediawiki and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+            err = obj["error"]
+            code = str(err.get("code", ""))
+            if code == "maxlag":
+                wait = retry_after if retry_after is not None else self.default_retry_after
+                raise _Retry(f"maxlag ({err.get('info', '')})", wait=wait, status=status)
+            raise ApiError(url, code, str(err.get("info", "")))
+        return body

@@ -1,0 +1,29 @@
+"""``cluster``: embed (cached) then cluster a dataset's labelled mentions; assignments Parquet out."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+from prefect import flow
+
+from eventatlas import config
+from eventatlas.runinfo import new_run_id
+from tasks.cluster import cluster_task
+from tasks.embed import embed_task
+
+
+@flow(name="cluster")
+def cluster(dataset: str, representation: str = "trigger", method: str = "agglomerative",
+            n_clusters: int | None = None, model_id: str | None = None, seed: int = 0) -> str:
+    """``n_clusters`` defaults to the number of distinct primary labels in the dataset."""
+    mentions = config.datasets_dir() / dataset / "mentions.parquet"
+    if not mentions.exists():
+        raise FileNotFoundError(f"{mentions}: dataset {dataset!r} is not ingested")
+    if n_clusters is None and method != "affinity":
+        labels = pq.read_table(mentions, columns=["labels"])["labels"].to_pylist()
+        n_clusters = len({lab[0] for lab in labels if lab}) or None
+        if not n_clusters:
+            raise ValueError(f"{mentions}: no labels; pass n_clusters")
+    from eventatlas.encode import embeddings_dir
+
+    emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()))
+    out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{method}.parquet"
+    return cluster_task(emb, method, n_clusters, str(out), seed)

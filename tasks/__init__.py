@@ -1,0 +1,1 @@
+"""Thin Prefect tasks around the eventatlas core (the core itself never imports Prefect)."""

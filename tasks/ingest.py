@@ -1,0 +1,72 @@
+"""Ingest task: one reader into one dataset directory (retries only when downloading)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+
+from eventatlas import config
+
+
+@task(name="ingest", task_run_name="ingest-{name}")
+def ingest_task(name: str, path: str | None = None, download: bool = False, dataset: str | None = None,
+                opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Returns the manifest plus ``dataset_dir`` (where the tables landed)."""
+    from eventatlas.ingest import ingest
+
+    logger = get_run_logger()
+    manifest = ingest(name, path, dataset=dataset, download=download, **(opts or {}))
+    ds = manifest.get("dataset") or dataset or name
+    out = {**manifest, "dataset_dir": str(manifest.get("out_dir") or (config.datasets_dir() / ds))}
+    logger.info("ingested %s from %s: rows=%s rejects=%s", ds, path or "(download)", manifest.get("rows"),
+                manifest.get("rejects"))
+    return out
+
+
+def ingest_task_for(download: bool):
+    """Network tasks retry (transient HTTP failures); local reads fail fast."""
+    return ingest_task.with_options(retries=3, retry_delay_seconds=[10, 30, 90]) if download else ingest_task
+
+
+@task(name="ingest-samples")
+def ingest_samples_task() -> list[dict[str, Any]]:
+    from eventatlas.ingest import ingest_samples
+
+    logger = get_run_logger()
+    manifests = ingest_samples()
+    if isinstance(manifests, dict):  # name -> manifest
+        manifests = list(manifests.values())
+    logger.info("ingested %d sample datasets", len(manifests))
+    return [m for m in manifests]
+
+
+def dataset_dir_of(manifest: dict[str, Any]) -> Path:
+    return Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
+
+
+@task(name="record-ingest")
+def record_ingest_task(manifest: dict[str, Any], params: dict[str, Any], started_at: str) -> str:
+    """A run record for an ingest (tables as artifacts), for the publish task to land."""
+    from eventatlas.io import sha256_file
+    from eventatlas.runinfo import code_version, device_info, new_run_id, utcnow
+
+    from .common import data_fingerprint, write_record
+
+    ddir = dataset_dir_of(manifest)
+    ds = manifest.get("dataset") or ddir.name
+    run_id = new_run_id(f"ingest-{ds}")
+    rows = manifest.get("rows") or {}
+    arts = [{"kind": f"table/{p.stem}", "path": str(p), "rows": rows.get(p.stem), "sha256": sha256_file(p)}
+            for p in sorted(ddir.glob("*.parquet"))]
+    arts.append({"kind": "manifest", "path": str(ddir / "manifest.json"), "rows": None,
+                 "sha256": sha256_file(ddir / "manifest.json")})
+    record = {
+        "run": {"run_id": run_id, "flow": "ingest", "task": "ingest", "method": None, "params": params,
+                "code_version": code_version(), "data_fingerprints": {ds: data_fingerprint(ddir)}, "seed": None,
+                "started_at": started_at, "finished_at": utcnow().isoformat(), "status": "completed",
+                "device": device_info()},
+        "metrics_path": None,
+        "artifacts": arts,
+    }
+    return str(write_record(config.runs_dir() / run_id, record))

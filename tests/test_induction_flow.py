@@ -1,0 +1,153 @@
+"""End-to-end: a random tiny BERT trained by ``batch_attention`` through the Prefect train-all flow.
+
+Self-written, realistic mini world: 5 event types x 6 sentences; the 2 most frequent are seen.
+Checks that the run lands in the warehouse with every clustering input x algorithm, the in-run
+untuned baseline, naming + FrameNet linking (tiny frame table with an Inheritance edge), the
+stopping epochs, and the Parquet / PNG artifacts.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from eventatlas.io import DatasetWriter
+
+SENTENCES = {
+    "Conflict.Attack": ["Rebels attacked the convoy near the border .", "The army attacked the village at dawn .",
+                        "Gunmen attacked a police station in the city .", "Militants attacked the base overnight .",
+                        "Troops attacked the rebel positions on the hill .", "Pirates attacked a cargo ship at sea .",
+                        "Insurgents attacked the checkpoint with rockets ."],
+    "Life.Death": ["The former president died in hospital on Monday .", "Three miners died after the collapse .",
+                   "The actor died of a heart attack at home .", "Two climbers died on the mountain .",
+                   "The poet died in exile in Paris .", "Dozens died in the flood last week .",
+                   "The king died after a long illness ."],
+    "Contact.Meet": ["The ministers met in Geneva to discuss trade .", "The leaders met at the summit .",
+                     "Officials met with union representatives .", "The two presidents met privately .",
+                     "Delegates met in Vienna for talks .", "The envoy met the rebel commander ."],
+    "Movement.Transport": ["The refugees were moved to a camp .", "Supplies were transported by truck .",
+                           "The prisoners were moved to another jail .", "Troops were transported by air .",
+                           "The goods were shipped to the port .", "Aid was carried to the villages ."],
+    "Personnel.Elect": ["Voters elected a new mayor on Sunday .", "The parliament elected a speaker .",
+                        "She was elected governor in 2010 .", "The board elected a new chairman .",
+                        "Citizens elected the council members .", "He was elected president twice ."],
+}
+TRIGGERS = {"Conflict.Attack": "attacked", "Life.Death": "died", "Contact.Meet": "met",
+            "Movement.Transport": ("moved", "transported", "shipped", "carried"), "Personnel.Elect": "elected"}
+
+
+def _write_dataset(root: Path) -> Path:
+    out = root / "datasets" / "mini_events"
+    with DatasetWriter(out, "mini_events") as w:
+        for t, sents in SENTENCES.items():
+            w.write("event_types", {"dataset": "mini_events", "type_id": t, "name": t.split(".")[1].lower(),
+                                    "ontology": "other"})
+            for i, s in enumerate(sents):
+                trig = TRIGGERS[t] if isinstance(TRIGGERS[t], str) else next(x for x in TRIGGERS[t] if x in s)
+                a = s.index(trig)
+                w.write("mentions", {"mention_id": f"{t}-{i}", "dataset": "mini_events", "doc_id": f"d{t}{i}",
+                                     "sent_idx": 0, "sentence": s, "trigger_start": a, "trigger_end": a + len(trig),
+                                     "trigger": trig, "labels": [t], "split": "all"})
+        w.commit({"reader": "sample"})
+    return out
+
+
+def _write_framenet(root: Path) -> Path:
+    out = root / "framenet_mini"
+    frames = {"Event": "Something happens.", "Discussion": "People talk with each other about a topic.",
+              "Meet_with": "A party meets another party.", "Transportation": "Things are moved from place to place.",
+              "Change_of_leadership": "A new leader is selected by voters.", "Weather": "Rain and sun."}
+    with DatasetWriter(out, "framenet") as w:
+        for f, d in frames.items():
+            w.write("event_types", {"dataset": "framenet", "type_id": f, "name": f, "definition": d,
+                                    "ontology": "FrameNet"})
+        # Inheritance: source = child, target = parent (eventatlas.readers.framenet convention)
+        w.write("type_relations", {"dataset": "framenet", "source_id": "Meet_with", "target_id": "Discussion",
+                                   "relation": "Inheritance"})
+        w.commit({"reader": "framenet"})
+    return out
+
+
+def _tiny_bert(root: Path) -> Path:
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = sorted({w for ss in SENTENCES.values() for s in ss for w in re.findall(r"\w+|[^\w\s]", s.lower())}
+                   | {w for t in SENTENCES for w in t.split(".")[1].lower().split("-")})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    d = root / "tiny_bert"
+    d.mkdir()
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
+    tok.save_pretrained(d)
+    import torch
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64)
+    BertModel(cfg).save_pretrained(d)
+    return d
+
+
+@pytest.mark.timeout(600)
+def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
+    from prefect.testing.utilities import prefect_test_harness
+
+    from eventatlas.warehouse import Warehouse
+    from flows.train_all import train_all
+
+    root = eventatlas_env
+    monkeypatch.setenv("PREFECT_HOME", str(root / "prefect"))
+    _write_dataset(root / "data")
+    fn = _write_framenet(root)
+    mapping = root / "mini_framenet.tsv"
+    mapping.write_text("type\tframes\tprovenance\nContact.Meet\tDiscussion\ttest\n"
+                       "Movement.Transport\tTransportation\ttest\nPersonnel.Elect\tChange_of_leadership\ttest\n")
+    model = _tiny_bert(root)
+    params = {"batch_attention": {
+        "model_id": str(model), "k_seen": 2, "epochs": 3, "batch_size": 8, "precision": "fp32",
+        "augmentation": "token_perturb", "framenet_dir": str(fn), "mapping": str(mapping),
+        "keep_checkpoints": "chosen", "stop_window": 3, "threads": 1, "representations": ["trigger"]}}
+    with prefect_test_harness():
+        summary = train_all(datasets=["mini_events"], methods=["batch_attention"], seeds=[0], params=params)
+    assert summary["failed"] == [] and summary["runs"] == 1
+    record = json.loads(Path(summary["records"][0]).read_text())
+    assert record["run"]["status"] == "completed", record["run"].get("error")
+
+    wh = Warehouse()
+    df = wh.query("SELECT * FROM metrics WHERE method = 'batch_attention'")
+    clusterings = set(df["clustering"])
+    for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft"):
+        for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
+            assert f"{inp}/{algo}" in clusterings
+    assert {"untuned:ft/agglomerative", "perfect", "stopping"} <= clusterings
+    ari = df[(df.metric == "ari")]
+    assert len(ari) == 20 and ari["value"].between(-0.5, 1).all()
+    # shift invariance: 1 - S and -S give the same partitions, hence the same scores
+    a = ari.set_index("clustering")["value"]
+    for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
+        assert a[f"attn_dot/{algo}"] == pytest.approx(a[f"attn_dot_neg/{algo}"])
+    # naming on gold clusters ranks among 3 unseen names; linking has 3 mapped unseen types
+    perf = df[df.clustering == "perfect"].set_index("metric")["value"]
+    assert perf["naming_n_clusters"] == 3 and 1 <= perf["naming_mean_rank"] <= 3
+    assert perf["linking_n_clusters"] == 3 and perf["avg_cluster_purity"] == 1.0
+    stop = df[df.clustering == "stopping"].set_index("metric")["value"]
+    assert 0 <= stop["stop_epoch_paper"] <= 2 and 0 <= stop["stop_epoch_code"] <= 2
+
+    params_out = record["run"]["params"]
+    assert params_out["train"]["trigger"]["augmentation"] == "token_perturb"
+    assert params_out["n_unseen_types"] == 3 and params_out["n_seen_types"] == 2
+    kinds = {a["kind"]: a["path"] for a in record["artifacts"]}
+    emb = pq.read_table(kinds["embeddings/trigger"])
+    assert emb.num_rows == 19 and len(emb["F"][0].as_py()) == 32
+    asg = pq.read_table(kinds["assignments/trigger"])
+    assert "attn_dot__agglomerative" in asg.column_names and asg.num_rows == 19
+    assert Path(kinds["umap/trigger"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    run_dir = Path(kinds["embeddings/trigger"]).parent
+    ckpts = sorted((run_dir / "checkpoints").glob("*.pt"))
+    chosen = json.loads((run_dir / "train_summary.json").read_text())["chosen_epoch"]["paper"]
+    assert [p.name for p in ckpts] == [f"epoch_{chosen:02d}.pt"]  # pruned to the chosen epoch
+    hist = json.loads((run_dir / "history.json").read_text())
+    assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)

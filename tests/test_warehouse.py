@@ -1,0 +1,214 @@
+"""Warehouse: migrations, views over Parquet, leaderboard SQL, lock contention, rollback."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from eventatlas.io import DatasetWriter
+from eventatlas.warehouse import (
+    Warehouse,
+    WarehouseError,
+    WarehouseLocked,
+    discover_migrations,
+)
+
+
+@pytest.fixture
+def wh(tmp_path) -> Warehouse:
+    w = Warehouse(tmp_path / "wh.duckdb", lock_timeout=2)
+    w.migrate()
+    return w
+
+
+def test_migrations_apply_once_in_order_and_are_recorded(tmp_path):
+    w = Warehouse(tmp_path / "wh.duckdb")
+    expected = [m.version for m in discover_migrations()]
+    assert expected == sorted(expected) and 1 in expected
+    assert w.migrate() == expected
+    assert w.migrate() == []  # idempotent
+    assert [v for v, _ in w.schema_versions()] == expected
+    tables = {r[0] for r in w.query_rows("SELECT table_name FROM information_schema.tables")[1]}
+    assert {"runs", "metrics", "artifacts", "schema_version", "leaderboard", "latest_metrics"} <= tables
+
+
+def test_migration_runner_orders_foreign_numbers_and_rejects_bad_names(tmp_path):
+    mdir = tmp_path / "migrations"
+    mdir.mkdir()
+    # another engineer's 1NN file must run after ours, numerically not lexically per prefix
+    (mdir / "101_wiki.sql").write_text("CREATE TABLE wiki_pages (id INTEGER); INSERT INTO t VALUES (101);")
+    (mdir / "002_more.sql").write_text("INSERT INTO t VALUES (2);")
+    (mdir / "001_base.sql").write_text("CREATE TABLE t (v INTEGER); INSERT INTO t VALUES (1);")
+    w = Warehouse(tmp_path / "x.duckdb", migrations_dir=mdir)
+    assert w.migrate() == [1, 2, 101]
+    assert [r[0] for r in w.query_rows("SELECT v FROM t ORDER BY rowid")[1]] == [1, 2, 101]
+    (mdir / "102_broken.sql").write_text("CREATE TABLE half (v INTEGER); SELEC nonsense;")
+    with pytest.raises(WarehouseError, match="102_broken.sql"):
+        w.migrate()
+    # the failed migration left nothing behind and is not recorded
+    cols, rows = w.query_rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'half'")
+    assert rows[0][0] == 0
+    assert [v for v, _ in w.schema_versions()] == [1, 2, 101]
+    (mdir / "102_broken.sql").unlink()
+    (mdir / "7_bad.sql").write_text("SELECT 1;")
+    with pytest.raises(WarehouseError, match="NNN_name.sql"):
+        w.migrate()
+
+
+def _run(run_id, finished, status="completed", method="untuned", seed=0):
+    return {"run_id": run_id, "flow": "train-all", "task": "train", "method": method, "params": {"k_seen": 10},
+            "code_version": "test", "data_fingerprints": {"d1": "abc"}, "seed": seed,
+            "started_at": finished, "finished_at": finished, "status": status, "device": "cpu"}
+
+
+def _m(dataset, rep, clus, metric, value, seed, method="untuned"):
+    return {"dataset": dataset, "split": "train", "method": method, "representation": rep, "clustering": clus,
+            "metric": metric, "value": value, "seed": seed}
+
+
+def test_leaderboard_on_hand_made_rows(wh):
+    # seed 0 was run twice: only the later run (0.50) counts; seed 1 = 0.40; seed 2 = 0.30.
+    wh.publish(_run("r-old", "2026-01-01 00:00:00"), [_m("d1", "trigger", "agglo", "ari", 0.90, 0)])
+    wh.publish(_run("r0", "2026-01-02 00:00:00"), [_m("d1", "trigger", "agglo", "ari", 0.50, 0),
+                                                   _m("d1", "trigger", "agglo", "mean_rank", 3.0, 0)])
+    wh.publish(_run("r1", "2026-01-02 01:00:00", seed=1), [_m("d1", "trigger", "agglo", "ari", 0.40, 1),
+                                                           _m("d1", "trigger", "agglo", "mean_rank", 2.0, 1)])
+    wh.publish(_run("r2", "2026-01-02 02:00:00", seed=2), [_m("d1", "trigger", "agglo", "ari", 0.30, 2)])
+    # a failed run never reaches the leaderboard
+    wh.publish(_run("r-bad", "2026-01-03 00:00:00", status="failed"), [_m("d1", "trigger", "agglo", "ari", 0.99, 0)])
+    wh.publish(_run("r3", "2026-01-02 03:00:00"), [_m("d1", "sentence", "agglo", "ari", 0.10, 0)])
+
+    df = wh.query("SELECT * FROM leaderboard WHERE dataset = 'd1' ORDER BY representation, metric")
+    ari = df[(df.representation == "trigger") & (df.metric == "ari")].iloc[0]
+    assert ari["best"] == pytest.approx(0.50)
+    assert ari["mean"] == pytest.approx(0.40)  # (0.5 + 0.4 + 0.3) / 3
+    assert ari["std"] == pytest.approx(0.10)  # sample std of 0.5, 0.4, 0.3
+    assert ari["n_seeds"] == 3
+    mr = df[df.metric == "mean_rank"].iloc[0]
+    assert mr["best"] == pytest.approx(2.0)  # lower is better
+    assert mr["n_seeds"] == 2 and mr["mean"] == pytest.approx(2.5)
+    sent = df[df.representation == "sentence"].iloc[0]
+    assert sent["n_seeds"] == 1 and math.isnan(sent["std"])
+
+    latest = wh.query("SELECT run_id, value FROM latest_metrics WHERE metric = 'ari' AND seed = 0 "
+                      "AND representation = 'trigger'")
+    assert latest.run_id.tolist() == ["r0"] and latest.value.tolist() == [0.5]
+
+
+def test_publish_is_one_transaction_and_rolls_back(wh):
+    wh.publish(_run("keep", "2026-01-01 00:00:00"), [_m("d1", "trigger", "agglo", "ari", 0.5, 0)],
+               [{"kind": "assignments", "path": "/x.parquet", "rows": 3, "sha256": "00"}])
+    # the artifact row violates NOT NULL (kind) after the run and metrics rows were inserted
+    with pytest.raises(duckdb.ConstraintException):
+        wh.publish(_run("bad", "2026-01-02 00:00:00"), [_m("d1", "trigger", "agglo", "ari", 0.7, 0)],
+                   [{"kind": None, "path": "/y"}])
+    assert wh.query("SELECT run_id FROM runs").run_id.tolist() == ["keep"]
+    assert wh.query("SELECT count(*) AS n FROM metrics").n[0] == 1
+    # a bad metric value fails before touching the database, naming the row
+    with pytest.raises(WarehouseError, match="row 0: value 'abc'"):
+        wh.publish(_run("bad2", "2026-01-02 00:00:00"), [_m("d1", "t", "a", "ari", "abc", 0)])
+    # re-publishing a run replaces its rows instead of duplicating them
+    wh.publish(_run("keep", "2026-01-01 00:00:00"), [_m("d1", "trigger", "agglo", "ari", 0.6, 0)])
+    assert wh.query("SELECT value FROM metrics").value.tolist() == [0.6]
+    assert wh.query("SELECT count(*) AS n FROM artifacts").n[0] == 0
+    run = wh.query("SELECT params, data_fingerprints FROM runs").iloc[0]
+    assert '"k_seen": 10' in run["params"] and "abc" in run["data_fingerprints"]
+
+
+def test_contract_helpers_start_finish_add(wh):
+    wh.start_run("r", flow="f", method="untuned", seed=3)
+    assert wh.query("SELECT status FROM runs").status.tolist() == ["running"]
+    assert wh.add_metrics("r", [_m("d", "trigger", "agglo", "ari", 0.25, 3)]) == 1
+    wh.add_artifact("r", "metrics", "/tmp/m.parquet", rows=1, sha256="ff")
+    wh.finish_run("r")
+    assert wh.query("SELECT best FROM leaderboard").best.tolist() == [0.25]
+    with pytest.raises(WarehouseError, match="no run 'nope'"):
+        wh.finish_run("nope")
+
+
+def test_views_over_parquet_refreshed_with_data_root(wh, tmp_path):
+    root = tmp_path / "data"
+    # before anything is ingested, the views exist and are empty with the schema's columns
+    wh.refresh_views(root)
+    df = wh.query("SELECT * FROM mentions")
+    assert len(df) == 0 and "trigger_start" in df.columns and "labels" in df.columns
+    for name, n in (("a", 2), ("b", 1)):
+        with DatasetWriter(root / "datasets" / name, name, tables=["mentions", "event_types"]) as w:
+            for i in range(n):
+                s = f"Troops attacked the town {i}."
+                w.write("mentions", {"mention_id": f"{name}{i}", "dataset": name, "doc_id": "d", "sentence": s,
+                                     "trigger_start": 7, "trigger_end": 15, "trigger": s[7:15],
+                                     "labels": ["Attack"], "split": "train"})
+            w.write("event_types", {"dataset": name, "type_id": "Attack", "ontology": "ACE"})
+            w.commit()
+    views = wh.refresh_views(root)
+    assert views["mentions"].endswith("*/mentions.parquet") and views["rejects"] == "(empty)"
+    got = wh.query("SELECT dataset, count(*) AS n, min(trigger) AS t FROM mentions GROUP BY dataset ORDER BY dataset")
+    assert got.dataset.tolist() == ["a", "b"] and got.n.tolist() == [2, 1] and set(got.t) == {"attacked"}
+    assert wh.query("SELECT count(*) AS n FROM event_types").n[0] == 2
+    assert wh.query("SELECT count(*) AS n FROM event_pairs").n[0] == 0
+    # a new dataset shows up through the glob without another refresh
+    with DatasetWriter(root / "datasets" / "c", "c", tables=["mentions"]) as w:
+        w.write("mentions", {"mention_id": "c0", "dataset": "c", "doc_id": "d", "sentence": "x", "trigger_start": 0,
+                             "trigger_end": 1, "trigger": "x"})
+        w.commit()
+    assert wh.query("SELECT count(*) AS n FROM mentions").n[0] == 4
+
+
+def test_queries_are_read_only(wh):
+    with pytest.raises(duckdb.Error, match="read-only"):
+        wh.query("DELETE FROM runs")
+
+
+def test_query_on_missing_warehouse_says_what_to_do(tmp_path):
+    with pytest.raises(WarehouseError, match="does not exist yet.*eventatlas migrate"):
+        Warehouse(tmp_path / "none.duckdb").query("SELECT 1")
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time, duckdb
+    con = duckdb.connect(sys.argv[1])  # read-write: holds the file lock
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    con.close()
+    """
+)
+
+
+def _hold_lock(path: Path, seconds: float) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "locked"
+    return p
+
+
+def test_lock_held_by_another_process_gives_clear_error(wh):
+    holder = _hold_lock(wh.path, 30)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(WarehouseLocked) as ei:
+            Warehouse(wh.path, lock_timeout=1.0).publish(_run("x", "2026-01-01 00:00:00"))
+        waited = time.monotonic() - t0
+        msg = str(ei.value)
+        assert f"warehouse {wh.path} is locked by another process (pid {holder.pid}?)" in msg
+        assert "EVENTATLAS_WAREHOUSE" in msg
+        assert 0.9 <= waited < 10  # retried for the bounded time, then gave up
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_released_during_backoff_is_waited_for(wh):
+    holder = _hold_lock(wh.path, 1.0)
+    try:
+        Warehouse(wh.path, lock_timeout=20).publish(_run("after", "2026-01-01 00:00:00"))
+    finally:
+        holder.wait()
+    assert wh.query("SELECT run_id FROM runs").run_id.tolist() == ["after"]
