@@ -23,7 +23,12 @@ from eventatlas.cluster import (
     manifold_weights,
     relabel_first_seen,
 )
-from eventatlas.cluster.manifold import condensed_from_weights
+from eventatlas.cluster.manifold import (
+    _condensed_inplace,
+    _square_buffer,
+    condensed_from_weights,
+    fuzzy_union_inplace,
+)
 
 umap_ = pytest.importorskip("umap.umap_")
 
@@ -192,6 +197,22 @@ def test_manifold_sym_equals_fuzzy_union():
     ref = AgglomerativeClustering(None, distance_threshold=0.9, metric="precomputed",
                                   linkage="average").fit_predict(1 - Wk)
     assert same_partition(ours, ref)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 301, 1200])
+def test_inplace_condensed_and_union(n):
+    """The buffer reuse (float32 N×N -> float64 condensed in the same bytes) loses nothing."""
+    rng = np.random.default_rng(n)
+    W0 = rng.uniform(0, 1, (n, n)).astype(np.float32)
+    iu = np.triu_indices(n, 1)
+    buf, W = _square_buffer(n)
+    W[...] = W0
+    cond = _condensed_inplace(buf, W)
+    assert np.shares_memory(cond, buf)
+    assert np.array_equal(cond, 1.0 - W0[iu].astype(np.float64))
+    W = W0.copy()
+    fuzzy_union_inplace(W, tile=64)  # several tiles, incl. ragged ones
+    assert np.allclose(W, W0 + W0.T - W0 * W0.T, atol=1e-6)
 
 
 # ------------------------------------------------------------------ affinity propagation

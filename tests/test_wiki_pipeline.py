@@ -167,3 +167,28 @@ def test_views_and_versioned_diff(world_builds, tmp_path):
     record_in_warehouse(con, m2, tmp_path / "builds" / "v2")
     assert con.execute("SELECT count(*) FROM wiki_table1 WHERE build_id='v2'").fetchone()[0] > 0
     assert con.execute("SELECT mentions_removed FROM wiki_build_diffs WHERE build_id='v2' AND language='fr'").fetchone()[0] > 0
+
+
+@pytest.mark.timeout(300)
+def test_flow_process_pool_shards_and_warehouse(eventatlas_env, monkeypatch, world_builds):
+    """The Prefect flow on the world's dumps: shards run as task runs in worker processes, the
+    output equals the in-process build, and the warehouse gets the build, diff, Table 1 and rejects."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from eventatlas.warehouse import Warehouse
+    from flows.build_wikievents import build_wikievents
+
+    d, mem, _ = world_builds
+    monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
+    paths = write_dumps(build_world(), eventatlas_env / "dumps", wikidata_compression="bz2")
+    out = eventatlas_env / "flowout"
+    with prefect_test_harness():
+        man = build_wikievents(dumps=paths, out_dir=str(out), languages=list(LANGS),
+                               params={**WORLD_PARAMS, "workers": 2}, build_id="f1")
+    assert man["counts"] == mem["counts"]
+    for t in TABLES:
+        assert pq.read_table(out / "builds" / "f1" / f"{t}.parquet").equals(_t(d, t)), t
+    wh = Warehouse()
+    assert wh.query("SELECT n_mentions FROM wiki_builds WHERE build_id = 'f1'").iloc[0, 0] == mem["counts"]["mentions"]
+    rs = wh.query("SELECT reason, n FROM wiki_rejects_summary WHERE build_id = 'f1'").set_index("reason")["n"].to_dict()
+    assert rs == mem["rejects_by_reason"]

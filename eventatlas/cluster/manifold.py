@@ -28,9 +28,10 @@ Clustering: average linkage on D = 1 − W.
   partition equals sklearn's (tested).
 * ``manifold_sym``: fuzzy union W + Wᵀ − W∘Wᵀ (umap's ``set_op_mix_ratio=1``), then 1 − that.
 
-Memory: one float32 N×N buffer (distances, overwritten in place by W) plus the float64
-condensed vector fastcluster needs: 12·N² bytes, ≈ 4.5 GiB at N = 20,000 before the guard
-in ``dense.check_dense_n`` refuses larger inputs.
+Memory: one 4·N²-byte buffer. It holds the float32 distances, is overwritten in place by W
+(and by the fuzzy union), and then by the float64 condensed 1 − W that fastcluster consumes
+in place (8·N(N−1)/2 bytes fit in 4·N²). ≈ 1.5 GiB at N = 20,000; larger N is refused by
+``dense.check_dense_n`` unless the ceiling is raised.
 """
 from __future__ import annotations
 
@@ -55,10 +56,22 @@ _FLOATMAX = np.float32(np.finfo(np.float32).max)
 _BLOCK_ELEMS = 1 << 22  # ~16 MB of float32 per working block
 
 
-def _distance_matrix(X, metric: str) -> np.ndarray:
-    """float32 (N, N) distances with a zero diagonal (self)."""
+def _square_buffer(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A flat float32 buffer of even length and its (N, N) view.
+
+    4·N² bytes hold both the float32 N×N matrix and, later, the float64 condensed vector
+    (8·N(N−1)/2 < 4·N² bytes), so W can be turned into fastcluster's input in place.
+    """
+    buf = np.empty(n * n + (n * n) % 2, dtype=np.float32)
+    return buf, buf[: n * n].reshape(n, n)
+
+
+def _distance_matrix(X, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(buffer, float32 (N, N) distances with a zero diagonal (self))."""
     if metric == "precomputed":
-        D = np.array(as_square(X), dtype=np.float32)  # private copy: overwritten in place later
+        src = as_square(X)
+        buf, D = _square_buffer(src.shape[0])
+        D[...] = src  # private float32 copy: overwritten in place later
         if D.min() < -1e-6:
             i, j = np.unravel_index(int(np.argmin(D)), D.shape)
             raise ValueError(f"manifold weights need non-negative distances; D[{i}, {j}] = {D[i, j]}")
@@ -73,7 +86,7 @@ def _distance_matrix(X, metric: str) -> np.ndarray:
             sq = np.einsum("ij,ij->i", Y, Y)
         else:
             raise ValueError(f"metric must be 'cosine', 'euclidean' or 'precomputed', got {metric!r}")
-        D = np.empty((n, n), dtype=np.float32)
+        buf, D = _square_buffer(n)
         step = max(1, (8 << 20) // max(n, 1))
         for r0 in range(0, n, step):
             G = Y[r0 : r0 + step] @ Y.T  # float64 for accuracy, stored as float32
@@ -88,7 +101,7 @@ def _distance_matrix(X, metric: str) -> np.ndarray:
                 np.sqrt(G, out=G)
             D[r0 : r0 + step] = G
     np.fill_diagonal(D, 0.0)
-    return D
+    return buf, D
 
 
 def _restrict_to_knn(D: np.ndarray, k: int) -> None:
@@ -167,7 +180,19 @@ def _sigma_block(E: np.ndarray, target: float, n_iter: int) -> np.ndarray:
     return mid
 
 
-def manifold_weights(
+def manifold_weights(X, k: int | None = None, *, return_params: bool = False, **kw):
+    """Dense unsymmetrised UMAP membership matrix W (float32, N×N, zero diagonal).
+
+    ``X``: (N, d) features, or a square distance matrix with ``metric="precomputed"``
+    (asymmetric allowed: row i is i's view). ``k``: umap's ``n_neighbors`` (self counted),
+    default N. kw: ``metric``, ``local_connectivity``, ``bandwidth``, ``n_iter``, ``max_n``,
+    ``progress``. With ``return_params`` also returns (sigmas, rhos) like umap.
+    """
+    _, W, sigmas, rhos = _weights(X, k, **kw)
+    return (W, sigmas, rhos) if return_params else W
+
+
+def _weights(
     X,
     k: int | None = None,
     *,
@@ -176,17 +201,11 @@ def manifold_weights(
     bandwidth: float = 1.0,
     n_iter: int = 64,
     max_n: int | None = None,
-    return_params: bool = False,
     progress: bool | None = None,
 ):
-    """Dense unsymmetrised UMAP membership matrix W (float32, N×N, zero diagonal).
-
-    ``X``: (N, d) features, or a square distance matrix with ``metric="precomputed"``
-    (asymmetric allowed: row i is i's view). ``k``: umap's ``n_neighbors`` (self counted),
-    default N. With ``return_params`` also returns (sigmas, rhos) like umap.
-    """
+    """(buffer, W, sigmas, rhos); W is a view into the buffer (see ``_square_buffer``)."""
     n = np.shape(X)[0]
-    check_dense_n(n, "manifold_weights", max_n=max_n, bytes_per_pair=12.0)
+    check_dense_n(n, "manifold_weights", max_n=max_n, bytes_per_pair=4.0)
     if k is None:
         k = n
     if int(k) != k or k < 2:
@@ -194,7 +213,7 @@ def manifold_weights(
     k = int(min(k, n))
     if n < 2:
         raise ValueError("manifold weights need at least 2 points")
-    D = _distance_matrix(X, metric)
+    buf, D = _distance_matrix(X, metric)
     _restrict_to_knn(D, k)
     # umap's fallback floor for rows with ρ = 0 uses the mean over *all* kNN lists
     # (each list has k entries: the self 0 plus k − 1 neighbours).
@@ -226,25 +245,51 @@ def manifold_weights(
         blk[rows, r0 + rows] = 0.0
         sigmas[r0 : r0 + step] = sig
         rhos[r0 : r0 + step] = rho
-    return (D, sigmas, rhos) if return_params else D
+    return buf, D, sigmas, rhos
+
+
+def fuzzy_union_inplace(W: np.ndarray, tile: int = 1024) -> None:
+    """W ← W + Wᵀ − W∘Wᵀ (umap's fuzzy union, set_op_mix_ratio = 1), tile by tile in place."""
+    n = W.shape[0]
+    for a0 in range(0, n, tile):
+        a1 = min(n, a0 + tile)
+        for b0 in range(a0, n, tile):
+            b1 = min(n, b0 + tile)
+            A = W[a0:a1, b0:b1].copy()
+            B = W[b0:b1, a0:a1].T  # a view; read fully before the writes below
+            U = A + B - A * B
+            W[a0:a1, b0:b1] = U
+            W[b0:b1, a0:a1] = U.T
 
 
 def condensed_from_weights(W: np.ndarray, *, symmetrize: bool) -> np.ndarray:
-    """Condensed float64 1 − W (upper triangle as sklearn reads it) or 1 − fuzzy union."""
+    """Condensed float64 1 − W (upper triangle, as sklearn reads it) or 1 − fuzzy union (new array)."""
+    W = np.array(W, dtype=np.float32)
+    if symmetrize:
+        fuzzy_union_inplace(W)
     n = W.shape[0]
-    out = np.empty(n * (n - 1) // 2, dtype=np.float64)
+    iu = np.triu_indices(n, 1)
+    return 1.0 - W[iu].astype(np.float64)
+
+
+def _condensed_inplace(buf: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Overwrite the buffer behind W with the condensed float64 vector of 1 − W[i, j], i < j.
+
+    Rows go last to first: row i's condensed entries start at byte 8·off(i) = 4·i·(2N−i−1)
+    >= 4·N·i, where W row i starts, so rows < i (still unread) are never clobbered; each block
+    of rows is copied out before its bytes are reused.
+    """
+    n = W.shape[0]
+    cond = buf.view(np.float64)[: n * (n - 1) // 2]
     off = condensed_offsets(n)
     step = max(1, _BLOCK_ELEMS // n)
-    for r0 in range(0, max(n - 1, 0), step):
-        r1 = min(n - 1, r0 + step)
-        U = W[r0:r1, r0:].astype(np.float64)
-        if symmetrize:
-            L = W[r0:, r0:r1].T.astype(np.float64)
-            U = U + L - U * L
-        np.subtract(1.0, U, out=U)
+    for r1 in range(n, 0, -step):
+        r0 = max(0, r1 - step)
+        rows = W[r0:r1].astype(np.float64)  # copy before the bytes are reused
+        np.subtract(1.0, rows, out=rows)
         for i in range(r0, r1):
-            out[off[i] : off[i] + n - i - 1] = U[i - r0, i - r0 + 1 :]
-    return out
+            cond[off[i] : off[i] + n - i - 1] = rows[i - r0, i + 1 :]
+    return cond
 
 
 def manifold_cluster(
@@ -267,8 +312,10 @@ def manifold_cluster(
         return np.zeros(1, dtype=np.int64)
     if n_clusters is not None and not 1 <= n_clusters <= n:
         raise ValueError(f"n_clusters must be in [1, N={n}], got {n_clusters!r}")
-    W = manifold_weights(X, k, metric=metric, max_n=max_n, **weight_kw)
-    cond = condensed_from_weights(W, symmetrize=symmetrize)
-    del W  # free the N×N float32 buffer before linkage
+    buf, W, _, _ = _weights(X, k, metric=metric, max_n=max_n, **weight_kw)
+    if symmetrize:
+        fuzzy_union_inplace(W)
+    cond = _condensed_inplace(buf, W)  # W is dead from here on
+    del W
     Z = linkage_from_condensed(cond, n)
     return cut(Z, n_clusters, distance_threshold)

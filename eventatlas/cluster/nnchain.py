@@ -139,14 +139,26 @@ def average_linkage(
     device: str | torch.device | None = None,
     block_bytes: int = 256 * 1024**2,
     progress: bool = False,
+    sizes: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exact average-linkage (cosine distance) linkage matrix of the rows of ``X``.
 
     Memory is O(N*d) plus one ``block_bytes`` working block. Returns the SciPy
     linkage matrix (n-1, 4): equals ``scipy.cluster.hierarchy.linkage(X,
     'average', metric='cosine')`` up to rounding-level ties (see module doc).
+
+    ``sizes``: start from pre-formed clusters instead of points: row i of ``X``
+    is then the *sum* of the unit vectors of cluster i and ``sizes[i]`` its
+    member count (used by two-step clustering); column 3 of the result counts
+    members, as SciPy would for the underlying points.
     """
-    Xd = _normalise(X) if normalize else np.asarray(X, dtype=np.float64)
+    if sizes is None:
+        Xd = _normalise(X) if normalize else np.asarray(X, dtype=np.float64)
+    else:
+        Xd = np.array(X, dtype=np.float64)
+        sizes = np.asarray(sizes, dtype=np.float64)
+        if sizes.shape != (Xd.shape[0],) or np.any(sizes < 1):
+            raise ValueError(f"sizes must be ({Xd.shape[0]},) positive counts, got shape {sizes.shape}")
     n = Xd.shape[0]
     if n < 2:
         raise ValueError(f"need at least 2 points for a linkage, got {n}")
@@ -154,8 +166,12 @@ def average_linkage(
     t0 = time.perf_counter()
 
     S = torch.from_numpy(Xd).to(dev)  # float64 cluster sums, compacted to the active clusters
-    M32 = S.to(torch.float32)  # float32 cluster means: BLAS candidate search
-    size = torch.ones(n, dtype=torch.float64, device=dev)
+    size = (
+        torch.ones(n, dtype=torch.float64, device=dev)
+        if sizes is None
+        else torch.from_numpy(sizes.copy()).to(dev)
+    )
+    M32 = (S / size[:, None]).to(torch.float32)  # float32 cluster means: BLAS candidate search
     rep = torch.arange(n, dtype=torch.int64, device=dev)  # a member point of each cluster
     hmax = torch.zeros(n, dtype=torch.float64, device=dev)  # height of the merge that made it
     nn = torch.empty(n, dtype=torch.int64, device=dev)

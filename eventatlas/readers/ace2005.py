@@ -22,7 +22,6 @@ allowed, entity declarations (billion laughs, external entities) are refused wit
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterator
@@ -145,7 +144,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         doc_id = doc.get("DOCID")
         raw = read_text(sgm)
         bases = {"raw": raw, "stripped": _stripped(raw)}
-        charseqs = [cs for cs in doc.iter() if cs.tag == "charseq"]
+        charseqs = [cs for cs in doc.iter() if cs.tag == "charseq" and (cs.get("START") or "").isdigit() and (cs.get("END") or "").isdigit()]
 
         def matches(text):
             return sum(1 for cs in charseqs if _same(text[int(cs.get("START")) : int(cs.get("END")) + 1], cs.text or ""))

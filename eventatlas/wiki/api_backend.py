@@ -24,9 +24,16 @@ Requests used
   interwiki link) and ``prop=categories`` (all, hidden date categories included).
   Every query follows ``continue`` until done.
 
-Protocol notes: ``iter_wikinews`` keeps only pages whose interwiki target (normalised)
-is among ``targets``; that is exact for the four link forms the build harvests, since
-MediaWiki records each of them in ``iwlinks``.
+Protocol notes (nothing in ``backend.py`` blocked this backend):
+
+* ``iter_wikinews`` keeps only pages whose interwiki target (normalised) is among
+  ``targets``; that is exact for the four link forms the build harvests, since MediaWiki
+  records each of them in ``iwlinks`` (``{{w|X}}`` expands to ``[[w:X|..]]``).
+* ``iter_linking_pages`` yields exactly the pages the backlinks tables list (no superset).
+* ``redirects_to`` lists redirects to *existing* pages only (``prop=redirects`` skips missing
+  titles); the build only asks for existing event articles, so this never matters.
+* ``get_articles`` and ``iter_linking_pages`` share one page store per wiki: an article
+  fetched as an event article is not fetched again as a linking page.
 """
 from __future__ import annotations
 
@@ -164,10 +171,10 @@ class ApiBackend:
         if isinstance(checkpoint, Checkpoint):
             self.ck, self._own_ck = checkpoint, False
         else:
-            if checkpoint is None:
+            if checkpoint is None:  # no resume wanted: a throw-away checkpoint, no fsync needed
                 self._tmpdir = tempfile.mkdtemp(prefix="eventatlas-crawl-")
-                checkpoint = self._tmpdir
-            self.ck, self._own_ck = Checkpoint(checkpoint, self.params()), True
+            self.ck = Checkpoint(checkpoint or self._tmpdir, self.params(), fsync=self._tmpdir is None)
+            self._own_ck = True
         self.truncated = False
 
     # -- provenance ------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+"""Thin Prefect tasks of the wikievents build (issue 3); the work is in ``eventatlas.wiki``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+
+
+def make_backend(backend: str, dumps: dict | None, api: dict | None):
+    """``backend="dumps"`` takes the dump layout dict; ``"api"`` the live-API backend's options (part B)."""
+    if backend == "dumps":
+        from eventatlas.wiki.dumps import DumpBackend
+
+        return DumpBackend(dumps or {})
+    if backend == "api":
+        from eventatlas.wiki import api as api_mod  # part B's module
+
+        return api_mod.ApiBackend(**(api or {}))
+    raise ValueError(f"unknown backend {backend!r} (dumps | api)")
+
+
+@task(name="wiki-shard", task_run_name="{fn.__name__}")
+def shard_task(fn, *args) -> Any:
+    """One shard of a sharded step (``wikidata.scan_shard`` or ``dumps.harvest_shard``): runs where the
+    flow's task runner puts it (a worker process with the default ProcessPoolTaskRunner)."""
+    return fn(*args)
+
+
+class PrefectShardMap:
+    """An ``executor`` for the core build whose ``map`` submits every shard as a Prefect task."""
+
+    def map(self, fn, *iterables):
+        futures = [shard_task.submit(fn, *args) for args in zip(*iterables)]
+        return [f.result() for f in futures]
+
+
+@task(name="record-wikievents")
+def record_task(manifest: dict, out_dir: str) -> None:
+    from eventatlas.warehouse import Warehouse
+    from eventatlas.wiki.build import record_in_warehouse
+
+    wh = Warehouse()
+    wh.migrate()
+    with wh.transaction() as con:
+        record_in_warehouse(con, manifest, Path(out_dir) / "builds" / manifest["build_id"])
