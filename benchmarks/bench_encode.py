@@ -81,6 +81,7 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
+    load_start = os.getloadavg()  # other jobs share the CPU: record the contention
     sents, source = load_sentences(args.n)
     precisions = ["fp32"] + (["bf16"] if bf16_supported(args.device) else [])
     st = SentenceTransformer(resolve_model(None), device=args.device)
@@ -147,6 +148,7 @@ def main() -> None:
         "device": args.device,
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "loadavg_at_start": load_start,
         "loadavg_at_end": os.getloadavg(),
         "torch": torch.__version__,
         "python": platform.python_version(),

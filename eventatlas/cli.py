@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -15,7 +16,7 @@ from . import config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse.")
-console = Console()
+console = Console(width=max(120, Console().width))  # tables stay readable when piped
 
 for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
@@ -31,12 +32,20 @@ def _split(values: Optional[List[str]]) -> Optional[List[str]]:
     return out or None
 
 
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return str(v)
+
+
 def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500) -> None:
     t = Table(title=title, show_lines=False)
     for c in cols:
         t.add_column(str(c), overflow="fold")
     for r in rows[:max_rows]:
-        t.add_row(*["" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v)) for v in r])
+        t.add_row(*[_fmt(v) for v in r])
     console.print(t)
     if len(rows) > max_rows:
         console.print(f"... {len(rows) - max_rows} more rows")
@@ -152,34 +161,43 @@ def train_all(
         _fail(f"bad --params/--seeds: {e}")
     out = flow(datasets=_split(datasets), methods=_split(methods), seeds=s, params=p)
     console.print(f"{out['runs']} runs published to {out['warehouse']}")
-    _leaderboard(metric="ari")
+    _leaderboard()
 
 
-def _leaderboard(metric: Optional[str] = None, dataset: Optional[str] = None) -> None:
+def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None) -> tuple[str, list]:
+    """Pivot of the ``leaderboard`` view: one line per configuration, best value x100 per metric,
+    sorted by the first metric. Metric names become column names, so they are validated."""
+    for m in metrics:
+        if not re.fullmatch(r"[A-Za-z0-9_]+", m):
+            raise typer.BadParameter(f"bad metric name {m!r}")
+    cols = ", ".join(f"round(100 * max(best) FILTER (WHERE metric = '{m}'), 1) AS {m}" for m in metrics)
+    first = metrics[0]
+    sql = (f"SELECT dataset, method, representation AS rep, clustering, max(n_seeds) AS seeds, "
+           f"round(100 * max(mean) FILTER (WHERE metric = '{first}'), 1) AS {first}_mean, "
+           f"round(100 * max(std) FILTER (WHERE metric = '{first}'), 1) AS {first}_std, {cols} "
+           f"FROM leaderboard" + (" WHERE dataset = ?" if dataset else "")
+           + f" GROUP BY ALL HAVING max(best) FILTER (WHERE metric = '{first}') IS NOT NULL"
+           f" ORDER BY dataset, {first} DESC NULLS LAST, method, rep, clustering")
+    return sql, [dataset] if dataset else []
+
+
+def _leaderboard(metrics: str = "ari,bcubed_f,nmi", dataset: Optional[str] = None) -> None:
     from .warehouse import Warehouse
 
-    where, args = [], []
-    if metric:
-        where.append("metric = ?")
-        args.append(metric)
-    if dataset:
-        where.append("dataset = ?")
-        args.append(dataset)
-    sql = ("SELECT dataset, split, method, representation, clustering, metric, round(100 * best, 2) AS best_x100, "
-           "round(100 * mean, 2) AS mean_x100, round(100 * std, 2) AS std_x100, n_seeds FROM leaderboard"
-           + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY dataset, metric, best DESC")
-    cols, rows = Warehouse().query_rows(sql, args)
-    print_rows(cols, rows, title=f"leaderboard ({Warehouse().path})")
+    wh = Warehouse()
+    sql, args = leaderboard_sql([m.strip() for m in metrics.split(",") if m.strip()], dataset)
+    cols, rows = wh.query_rows(sql, args)
+    print_rows(cols, rows, title=f"leaderboard (x100; best over seeds) from {wh.path}")
 
 
 @app.command()
 def leaderboard(
-    metric: Optional[str] = typer.Option("ari", "--metric", help="metric to show ('' for all)"),
+    metrics: str = typer.Option("ari,bcubed_f,nmi", "--metrics",
+                                help="comma-separated metrics; the first one sorts and gets mean/std over seeds"),
     dataset: Optional[str] = typer.Option(None, "--dataset"),
 ) -> None:
     """Best value per dataset x method x representation x clustering (mean/std over seeds), from DuckDB."""
-    _leaderboard(metric or None, dataset)
+    _leaderboard(metrics, dataset)
 
 
 @app.command()
@@ -208,8 +226,7 @@ def demo() -> None:
     console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}")
     out = flow()
     console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}")
-    _leaderboard(metric="ari")
-    _leaderboard(metric="bcubed_f")
+    _leaderboard()
 
 
 def main() -> Any:  # pragma: no cover - console entry point

@@ -24,6 +24,8 @@ def train_all(
     ``{"untuned": {"representations": ["trigger"], "clusterings": ["agglomerative"]}}``.
     Each run is published as soon as it finishes (the publish task is the only
     warehouse writer); the flow fails at the end if any run failed, after publishing it.
+    Runs a method declares not applicable (e.g. a sample with one unseen type) are
+    published as ``skipped`` with the reason and do not fail the flow.
     """
     logger = get_run_logger()
     methods = list(methods or ["untuned"])
@@ -44,6 +46,7 @@ def train_all(
     logger.info("train-all: methods=%s datasets=%s seeds=%s", methods, names, seeds)
     records: list[str] = []
     failed: list[str] = []
+    skipped: list[str] = []
     for method in methods:
         for name in names:
             for seed in seeds:
@@ -51,8 +54,10 @@ def train_all(
                 out = publish_task([rec])
                 records.append(rec)
                 failed += out["failed"]
+                skipped += out["skipped"]
     summarize_task(records)
-    summary = {"runs": len(records), "records": records, "failed": failed, "warehouse": out["warehouse"]}
+    summary = {"runs": len(records), "records": records, "failed": failed, "skipped": skipped,
+               "warehouse": out["warehouse"]}
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(records)} runs failed (published with status 'failed'): {failed}")
     return summary

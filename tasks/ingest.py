@@ -18,7 +18,7 @@ def ingest_task(name: str, path: str | None = None, download: bool = False, data
     logger = get_run_logger()
     manifest = ingest(name, path, dataset=dataset, download=download, **(opts or {}))
     ds = manifest.get("dataset") or dataset or name
-    out = {**manifest, "dataset_dir": str(manifest.get("out_dir") or (config.datasets_dir() / ds))}
+    out = {**manifest, "dataset_dir": str(manifest.get("path") or (config.datasets_dir() / ds))}
     logger.info("ingested %s from %s: rows=%s rejects=%s", ds, path or "(download)", manifest.get("rows"),
                 manifest.get("rejects"))
     return out

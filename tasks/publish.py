@@ -49,13 +49,13 @@ def publish_task(record_paths: list[str], warehouse_path: str | None = None, dat
     logger = get_run_logger()
     wh = Warehouse(warehouse_path)
     wh.migrate()
-    published, failed, all_rows = [], [], []
+    published, failed, skipped, all_rows = [], [], [], []
     for p in record_paths:
         rec = read_record(p)
         run = rec["run"]
         rows = load_metrics(rec)
         wh.publish(run, rows, rec.get("artifacts", []))
-        (published if run.get("status") == "completed" else failed).append(run["run_id"])
+        {"completed": published, "skipped": skipped}.get(run.get("status"), failed).append(run["run_id"])
         all_rows.extend(rows)
         if artifacts and rows:
             create_table_artifact(
@@ -67,7 +67,7 @@ def publish_task(record_paths: list[str], warehouse_path: str | None = None, dat
         logger.info("published run %s (%s, %d metric rows) to %s", run["run_id"], run.get("status"), len(rows),
                     wh.path)
     views = wh.refresh_views(data_root or config.data_root())
-    return {"published": published, "failed": failed, "metric_rows": len(all_rows), "views": views,
+    return {"published": published, "failed": failed, "skipped": skipped, "metric_rows": len(all_rows), "views": views,
             "warehouse": str(wh.path)}
 
 

@@ -16,6 +16,7 @@ from prefect import get_run_logger, task
 from eventatlas import config
 from eventatlas.io import sha256_file, write_parquet
 from eventatlas.methods import get_method
+from eventatlas.methods.base import NotApplicable
 from eventatlas.runinfo import code_version, device_info, new_run_id, utcnow
 from eventatlas.warehouse import metrics_table
 
@@ -49,6 +50,10 @@ def train_task(method: str, dataset: str, seed: int = 0, params: dict[str, Any] 
         record["run"]["params"] = {**record["run"]["params"], **result.params}
         record["run"]["status"] = "completed"
         logger.info("%s on %s (seed %d): %d metric rows", method, dataset, seed, table.num_rows)
+    except NotApplicable as e:
+        record["run"]["status"] = "skipped"
+        record["run"]["error"] = f"not applicable: {e}"
+        logger.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
     except Exception as e:  # recorded, published, and re-raised by the flow after publishing
         record["run"]["status"] = "failed"
         record["run"]["error"] = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"

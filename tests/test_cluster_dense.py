@@ -208,7 +208,7 @@ def test_inplace_condensed_and_union(n):
     buf, W = _square_buffer(n)
     W[...] = W0
     cond = _condensed_inplace(buf, W)
-    assert np.shares_memory(cond, buf)
+    assert n < 2 or np.shares_memory(cond, buf)
     assert np.array_equal(cond, 1.0 - W0[iu].astype(np.float64))
     W = W0.copy()
     fuzzy_union_inplace(W, tile=64)  # several tiles, incl. ragged ones

@@ -355,3 +355,35 @@ def test_minilm_matches_sentence_transformers():
     cos = (ours * ref).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(ref, axis=1)
     assert cos.min() > 0.99999, cos.min()
     np.testing.assert_allclose(e.encode_sentences(sents, normalize=True), ref / np.linalg.norm(ref, axis=1, keepdims=True), atol=2e-5)
+
+
+@pytest.mark.shared_data
+def test_trigger_pieces_on_real_ontoevent_mentions():
+    """On real MAVEN sentences the pooled pieces spell exactly the trigger (no forward pass needed)."""
+    from conftest import shared_path
+
+    d = json.loads(shared_path("ontoevent_maven", "event_relation.json").read_text(encoding="utf-8"))
+    seen, sents, st, en = set(), [], [], []
+    for rel in ("CAUSE", "BEFORE", "EQUAL"):
+        for pair in d.get(rel, []):
+            for m in pair:
+                key = (m["doc_id"], m["sent_id"], tuple(m["trigger_pos"]))
+                s, t = m["event_mention"], m["trigger"]
+                if key in seen or s.count(t) != 1:  # unambiguous char span only
+                    continue
+                seen.add(key)
+                a = s.index(t)
+                sents.append(s), st.append(a), en.append(a + len(t))
+    sents, st, en = sents[:1500], st[:1500], en[:1500]
+    assert len(sents) >= 1000
+    e = Encoder(None, device="cpu", precision="fp32", max_length=32, progress=False)  # short: forces windowing
+    norm = e.tokenizer.backend_tokenizer.normalizer.normalize_str
+    items = e.prepare(sents, st, en, "trigger")
+    full_len = [len(x) for x in e.tokenizer(sents)["input_ids"]]
+    assert sum(n > 32 for n in full_len) > 100  # the truncation path is exercised on real sentences
+    for it, s, a, b in zip(items, sents, st, en):
+        assert len(it.ids) <= 32
+        pieces = e.tokenizer.convert_ids_to_tokens([it.ids[j] for j in it.target])
+        assert e.tokenizer.convert_tokens_to_string(pieces).replace(" ", "") == norm(s[a:b]).replace(" ", ""), (s, s[a:b], pieces)
+    masks = e.prepare(sents[:300], st[:300], en[:300], "mask")
+    assert all(m.ids.count(e.mask_id) == 1 and m.ids[m.target[0]] == e.mask_id for m in masks)

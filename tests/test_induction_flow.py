@@ -110,7 +110,7 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
         "model_id": str(model), "k_seen": 2, "epochs": 3, "batch_size": 8, "precision": "fp32",
         "augmentation": "token_perturb", "framenet_dir": str(fn), "mapping": str(mapping),
         "keep_checkpoints": "chosen", "stop_window": 3, "threads": 1, "representations": ["trigger"]}}
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=300):  # shared, loaded CI machines
         summary = train_all(datasets=["mini_events"], methods=["batch_attention"], seeds=[0], params=params)
     assert summary["failed"] == [] and summary["runs"] == 1
     record = json.loads(Path(summary["records"][0]).read_text())

@@ -176,6 +176,20 @@ def test_http_cache_makes_a_repeated_build_free(world, reference, tmp_path):
     assert _canon(first) == _canon(second) == _canon(reference["crawl"])
 
 
+def test_concurrent_page_fetching_equals_serial(world, reference):
+    with WikiWorldServer(world, delay=0.01) as srv:
+        with _backend(srv, world, batch_size=8, client_options={**FAST, "concurrency": 3}) as b:
+            out = crawl_protocol(b, LANGS, world.news)
+        log = list(srv.log)
+    assert _canon(out) == _canon(reference["crawl"])
+    revs = [r for r in log if "revisions" in r["params"].get("prop", "") and "rvcontinue" not in r["params"]
+            and "clcontinue" not in r["params"]]
+    assert max(len(r["params"]["titles"].split("|")) for r in revs) == 8
+    iv = sorted((r["t"], r["t_done"]) for r in log)
+    in_flight = max(sum(1 for a, b in iv if a <= t < b) for t, _ in iv)
+    assert 2 <= in_flight <= 3  # parallel, but never more than the client's semaphore allows
+
+
 def _build_module():
     try:
         return importlib.import_module("eventatlas.wiki.build")
@@ -208,11 +222,18 @@ def test_api_build_equals_dump_build(world, tmp_path):
     with WikiWorldServer(world) as srv, _backend(srv, world) as b:
         man_a = build.build(b, tmp_path / "api_build", **kw)
         assert man_a["backend"]["backend"] == "api" and man_a["backend"]["http"]["requests"] == len(srv.log)
-    dump_t, api_t = _read_build(tmp_path / "dump_build"), _read_build(tmp_path / "api_build")
-    assert sorted(dump_t) == sorted(api_t) and "mentions.parquet" in dump_t
+    # and once more through a server injecting every kind of fault
+    with WikiWorldServer(world, schedule=FAULTS, retry_after=0.2, timeout_sleep=0.5) as srv, _backend(srv, world) as b:
+        man_f = build.build(b, tmp_path / "faulty_build", **kw)
+        assert sum(1 for r in srv.log if r["fault"]) == len(FAULTS)
+    dump_t = _read_build(tmp_path / "dump_build")
+    assert "mentions.parquet" in dump_t
     assert dump_t["mentions.parquet"].num_rows > 50 and dump_t["event_types.parquet"].num_rows >= 15
-    for name in dump_t:
-        a, d = api_t[name], dump_t[name]  # rejects included: same reasons, same records
-        assert a.schema == d.schema, name
-        assert _sorted(a).equals(_sorted(d)), name
-    assert man_a["counts"] == man_d["counts"]
+    for other in ("api_build", "faulty_build"):
+        api_t = _read_build(tmp_path / other)
+        assert sorted(dump_t) == sorted(api_t)
+        for name in dump_t:
+            a, d = api_t[name], dump_t[name]  # rejects included: same reasons, same records
+            assert a.schema == d.schema, name
+            assert _sorted(a).equals(_sorted(d)), (other, name)
+    assert man_a["counts"] == man_d["counts"] == man_f["counts"]

@@ -22,8 +22,8 @@ which are deterministic (``seed`` is accepted for a uniform call signature).
 
 All dense paths are O(N²) in memory and refuse N above ``EVENTATLAS_MAX_DENSE_N``
 (default 20,000; affinity: ``EVENTATLAS_MAX_AFFINITY_N``, default 10,000) with
-:class:`DenseSizeError`. Measured peak RSS at N = 20,000 (d = 384) is in the
-clustermetrics report / benchmarks.
+:class:`DenseSizeError`. Measured peak RSS of the whole process at N = 20,000, d = 384
+(``/usr/bin/time -v``): agglomerative 1.8 GiB, manifold 1.9 GiB, manifold_sym 1.9 GiB.
 """
 from __future__ import annotations
 

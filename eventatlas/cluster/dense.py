@@ -2,8 +2,8 @@
 
 The pairwise distances are written straight into scipy's *condensed* layout
 (upper triangle, row-major, float64) block by block with BLAS, so the only N²
-allocation is the one fastcluster needs: 8·N(N-1)/2 bytes (1.6 GB at N = 20,000).
-fastcluster then runs in place on that buffer (``preserve_input=False``).
+allocation is the one fastcluster needs: 8·N(N-1)/2 bytes (1.5 GiB at N = 20,000).
+fastcluster's C routine then runs in place on that buffer (its Python wrapper would copy it).
 
 Results equal ``sklearn.cluster.AgglomerativeClustering(metric=..., linkage="average")``
 as partitions (sklearn reads the same upper triangle and calls scipy's linkage);
@@ -22,6 +22,7 @@ import os
 
 import fastcluster
 import numpy as np
+from tqdm.auto import tqdm
 
 DEFAULT_MAX_DENSE_N = 20_000
 MAX_DENSE_N_ENV = "EVENTATLAS_MAX_DENSE_N"
@@ -130,7 +131,7 @@ def condensed_distances(X, metric: str = "cosine") -> np.ndarray:
         raise ValueError(f"metric must be one of {DISTANCE_METRICS[:2]} for feature input, got {metric!r}")
     off = condensed_offsets(n)
     step = _row_block(n, n)
-    for r0 in range(0, n - 1, step):
+    for r0 in tqdm(range(0, n - 1, step), desc="pairwise distances", unit="block", disable=n < 5000):
         r1 = min(n - 1, r0 + step)
         G = Y[r0:r1] @ Y[r0:].T  # (b, n - r0): only columns j >= r0 are ever needed
         if sq is None:

@@ -14,8 +14,8 @@ Linkage. Average linkage on D = 1 - W where absent entries mean w = 0 (d = 1),
 computed by merging sparse rows: a numba port of fastcluster's NN-chain
 (``NN_chain_core``) that stores only the present entries. Faithful ``manifold``
 uses w_ij for i < j only (sklearn reads the upper triangle of the precomputed
-matrix); ``manifold_sym`` uses the fuzzy union u + l - u*l (float64 like the
-dense path). Chain start, tie preferences (previous chain element, then lowest
+matrix); ``manifold_sym`` uses the fuzzy union u + l - u*l (float32 like umap
+and the dense path). Chain start, tie preferences (previous chain element, then lowest
 index), the Lance-Williams update ``s*d_i,a + t*d_i,b`` with s, t the size
 fractions, the stable sort by height and SciPy labelling are fastcluster's, so
 for the same D the linkage matrix is bitwise identical to the dense path's,
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 __all__ = [
     "knn_distances",
     "umap_weights",
-    "linkage_distances",
     "sparse_average_linkage",
     "manifold_linkage",
     "manifold_cluster",
@@ -78,7 +77,7 @@ def _unit_rows64(X) -> np.ndarray:
     return Xf
 
 
-def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: int = 1024, progress: bool = False):
+def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: int | None = None, progress: bool = False):
     """(indices (N, k-1) int64 sorted ascending per row, distances (N, k-1) float32), self excluded.
 
     Distances are recomputed in float64 for the selected pairs like the dense path
@@ -104,12 +103,14 @@ def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: i
         raise ValueError(f"kNN row {bad}: column 0 must be the point itself (got {I[bad, 0]})")
     if np.any(I < 0) or np.any(I >= n):
         raise ValueError(f"kNN indices must be in [0, {n})")
-    nb_all = I[:, 1:]
+    nb_all = I[:, 1:] if refine else I[:, 1:k]  # precomputed lists: the first k columns count
     m = nb_all.shape[1]
-    nb = np.empty((n, k - 1), dtype=np.int64)
+    if block is None:  # the gathered (block, m, d) float64 neighbours stay ~128 MB
+        block = max(1, min(1024, (128 << 20) // max(1, m * Y.shape[1] * 8)))
+    nb = np.empty((n, k - 1), dtype=np.int32)
     D = np.empty((n, k - 1), dtype=np.float32)
     redo = []
-    for s in range(0, n, block):
+    for s in tqdm(range(0, n, block), desc="kNN distances (float64)", unit="block", disable=not progress):
         cand = nb_all[s : s + block]
         G = np.einsum("id,ijd->ij", Y[s : s + block], Y[cand])
         np.subtract(1.0, G, out=G)
@@ -126,6 +127,7 @@ def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: i
         srt = np.argsort(cand, axis=1, kind="stable")  # the dense path's row (index) order
         nb[s : s + block] = np.take_along_axis(cand, srt, axis=1)
         D[s : s + block] = np.take_along_axis(G32, srt, axis=1)
+    del knn_result, I, nb_all
     for i in redo:  # exact full-row selection (rare: near-duplicate neighbourhoods)
         g = 1.0 - Y @ Y[i]
         np.clip(g, 0.0, 2.0, out=g)
@@ -182,44 +184,8 @@ def umap_weights(
         sigmas[s : s + block] = sig
         rhos[s : s + block] = rho
     indptr = np.arange(0, n * km1 + 1, km1, dtype=np.int64)
-    W = sp.csr_matrix((data.ravel(), indices.ravel().astype(np.int32), indptr), shape=(n, n))
+    W = sp.csr_matrix((data.ravel(), indices.ravel().astype(np.int32, copy=False), indptr), shape=(n, n))
     return (W, sigmas, rhos) if return_params else W
-
-
-def linkage_distances(W: sp.csr_matrix, *, symmetrize: bool) -> sp.coo_matrix:
-    """Upper-triangle (i < j) float64 distances 1 - w of the stored pairs, as COO.
-
-    Faithful: w = W[i, j] (i < j only, as sklearn reads the matrix).
-    Symmetrised: w = u + l - u*l with u = W[i, j], l = W[j, i] (float64 like the dense path).
-    """
-    W = sp.csr_matrix(W, dtype=np.float32)
-    W.sum_duplicates()
-    W.eliminate_zeros()
-    n = W.shape[0]
-    C = W.tocoo()
-    r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data.astype(np.float64)
-    if not symmetrize:
-        keep = r < c
-        return sp.coo_matrix((1.0 - v[keep], (r[keep], c[keep])), shape=(n, n))
-    lo, hi = np.minimum(r, c), np.maximum(r, c)
-    off = r != c
-    lo, hi, v, upper = lo[off], hi[off], v[off], (r < c)[off]
-    key = lo * n + hi
-    order = np.lexsort((~upper, key))  # per pair: the upper (u) entry first
-    key, v, upper = key[order], v[order], upper[order]
-    first = np.ones(key.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    starts = np.nonzero(first)[0]
-    u = np.zeros(starts.size)
-    l = np.zeros(starts.size)
-    cnt = np.diff(np.append(starts, key.size))
-    u[upper[starts]] = v[starts][upper[starts]]
-    l[~upper[starts]] = v[starts][~upper[starts]]
-    two = cnt == 2  # both directions present: second entry is l
-    l[two] = v[starts[two] + 1]
-    w = u + l - u * l
-    kk = key[starts]
-    return sp.coo_matrix((1.0 - w, (kk // n, kk % n)), shape=(n, n))
 
 
 # --------------------------------------------------------------------------- numba core
@@ -259,7 +225,7 @@ def _append(pool_s, pool_v, pool_g, start, length, cap, row, slot, val, gen, top
                 pool_g[w] = pool_g[q]
                 w += 1
         length[row] = w - p0
-        if length[row] * 4 > cap[row] * 3:
+        if length[row] >= cap[row] or length[row] * 4 > cap[row] * 3:
             newcap = max(4, 2 * cap[row])
             if top + newcap > pool_s.shape[0]:
                 return -1
@@ -280,7 +246,7 @@ def _append(pool_s, pool_v, pool_g, start, length, cap, row, slot, val, gen, top
 
 @numba.njit(cache=True)
 def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
-    """Slide every live row down to the pool front (cap = live + 50%). Returns new top."""
+    """Slide every live row down to the pool front (cap = live + 1/8). Returns new top."""
     order = np.argsort(start)
     top = 0
     for oi in range(n):
@@ -301,35 +267,100 @@ def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
                 w += 1
         start[row] = top
         length[row] = w - top
-        cap[row] = length[row] + length[row] // 2 + 4
+        cap[row] = length[row] + length[row] // 8 + 2
         top += cap[row]
     return top
 
 
 @numba.njit(cache=True)
-def _nn_chain_sparse(indptr, indices, values, n, pool_size, out, state):
-    """fastcluster NN_chain_core (average) on a symmetric sparse D (absent = 1.0).
+def _lookup(indptr, indices, row, col):
+    """Position of ``col`` in CSR row ``row`` (sorted indices), -1 if absent."""
+    lo = indptr[row]
+    hi = indptr[row + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if indices[mid] < col:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < indptr[row + 1] and indices[lo] == col:
+        return lo
+    return -1
 
-    ``out``: (n-1, 3) float64 rows (node1, node2, dist) in creation order.
-    ``state``: int64[3] progress/diagnostics (merges done, pool compactions, status).
+
+@numba.njit(cache=True)
+def _pair_weight(indptr, indices, data, i, q, sym):
+    """(lo, hi, w) for CSR entry q of row i, or lo = -1 if this entry does not own a pair.
+
+    Faithful: pair (i, j) for j > i owns w = W[i, j]. Symmetric: the pair {i, j}
+    is owned by the row-i entry when j > i, or by the row-i entry with j < i
+    only if W[j, i] is absent; w = u + l - u*l in float32.
     """
-    pool_s = np.empty(pool_size, dtype=np.int32)
-    pool_v = np.empty(pool_size, dtype=np.float64)
-    pool_g = np.empty(pool_size, dtype=np.int32)
+    j = indices[q]
+    w = data[q]
+    if j == i or w == 0:
+        return -1, -1, np.float32(0.0)
+    if not sym:
+        if j > i:
+            return i, j, w
+        return -1, -1, np.float32(0.0)
+    p = _lookup(indptr, indices, j, i)
+    if j > i:
+        l = data[p] if p >= 0 else np.float32(0.0)
+        return i, j, np.float32(np.float32(w + l) - np.float32(w * l))
+    if p >= 0:
+        return -1, -1, np.float32(0.0)  # counted from row j
+    return j, i, w
+
+
+@numba.njit(cache=True)
+def _build_pool(indptr, indices, data, n, sym, extra):
+    """Symmetric adjacency of D = 1 - w (absent = 1) laid out as the row pool."""
+    deg = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        for q in range(indptr[i], indptr[i + 1]):
+            lo, hi, w = _pair_weight(indptr, indices, data, i, q, sym)
+            if lo >= 0 and w != 0:
+                deg[lo] += 1
+                deg[hi] += 1
+    nnz = 0
+    for i in range(n):
+        nnz += deg[i]
+    size = nnz + nnz // 4 + 4 * n + extra
+    pool_s = np.empty(size, dtype=np.int32)
+    pool_v = np.empty(size, dtype=np.float64)
+    pool_g = np.zeros(size, dtype=np.int32)
     start = np.empty(n, dtype=np.int64)
-    length = np.empty(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
     cap = np.empty(n, dtype=np.int64)
     top = 0
     for i in range(n):
-        deg = indptr[i + 1] - indptr[i]
         start[i] = top
-        length[i] = deg
-        cap[i] = deg + deg // 2 + 4
-        for q in range(deg):
-            pool_s[top + q] = indices[indptr[i] + q]
-            pool_v[top + q] = values[indptr[i] + q]
-            pool_g[top + q] = 0
-        top += cap[i]
+        cap[i] = deg[i]
+        top += deg[i]
+    for i in range(n):
+        for q in range(indptr[i], indptr[i + 1]):
+            lo, hi, w = _pair_weight(indptr, indices, data, i, q, sym)
+            if lo >= 0 and w != 0:
+                v = 1.0 - np.float64(w)
+                p = start[lo] + length[lo]
+                pool_s[p] = hi
+                pool_v[p] = v
+                length[lo] += 1
+                p = start[hi] + length[hi]
+                pool_s[p] = lo
+                pool_v[p] = v
+                length[hi] += 1
+    return pool_s, pool_v, pool_g, start, length, cap, top, nnz
+
+
+@numba.njit(cache=True)
+def _nn_chain_sparse(pool_s, pool_v, pool_g, start, length, cap, top, n, out, state):
+    """fastcluster NN_chain_core (average) on a symmetric sparse D (absent = 1.0).
+
+    ``out``: (n-1, 3) float64 rows (node1, node2, dist) in creation order.
+    ``state``: int64[3] (merges done, pool compactions, status: 1 = pool exhausted).
+    """
     active = np.ones(n, dtype=np.bool_)
     ver = np.zeros(n, dtype=np.int32)
     members = np.ones(n, dtype=np.float64)
@@ -450,42 +481,43 @@ def _nn_chain_sparse(indptr, indices, values, n, pool_size, out, state):
         state[0] = j + 1
 
 
-def sparse_average_linkage(D_upper: sp.spmatrix, *, slack: float = 2.0, progress: bool = False) -> np.ndarray:
-    """Average linkage of a sparse dissimilarity (absent = 1) given by its i < j entries.
+def sparse_average_linkage(W: sp.spmatrix, *, symmetrize: bool = False) -> np.ndarray:
+    """Average linkage on D = 1 - W (absent = 0 weight) without densifying.
 
+    Faithful (``symmetrize=False``): d_ij = 1 - W[i, j] for i < j (upper triangle,
+    as sklearn reads a precomputed matrix). ``symmetrize=True``: 1 - fuzzy union.
     Returns the SciPy linkage matrix; equals fastcluster on the dense matrix
     (see the module docstring for the tie-at-1 caveat).
     """
-    C = sp.coo_matrix(D_upper)
-    n = C.shape[0]
+    W = sp.csr_matrix(W)
+    n = W.shape[0]
+    if W.shape != (n, n):
+        raise ValueError(f"weights must be square, got {W.shape}")
     if n < 2:
         raise ValueError(f"need at least 2 points for a linkage, got {n}")
-    if C.nnz and (np.any(C.row >= C.col)):
-        raise ValueError("sparse_average_linkage expects only upper-triangle (i < j) entries")
-    if C.nnz and not np.all(np.isfinite(C.data)):
-        raise ValueError("distance matrix has a non-finite entry")
-    S = sp.coo_matrix(
-        (np.concatenate([C.data, C.data]), (np.concatenate([C.row, C.col]), np.concatenate([C.col, C.row]))),
-        shape=(n, n),
-    ).tocsr()
-    S.sort_indices()
-    nnz = S.nnz
-    del C
-    pool = int(nnz * 1.5 + 4 * n) + int(slack * nnz) + 1024
+    W.sum_duplicates()
+    W.sort_indices()
+    data = W.data.astype(np.float32, copy=False)
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0 or data.max() > 1):
+        raise ValueError("manifold weights must be finite and within [0, 1]")
+    t0 = time.perf_counter()
+    pool_s, pool_v, pool_g, start, length, cap, top, nnz = _build_pool(
+        W.indptr.astype(np.int64), W.indices.astype(np.int32), data, n, bool(symmetrize), 1024
+    )
+    del W, data
     out = np.zeros((n - 1, 3), dtype=np.float64)
     state = np.zeros(3, dtype=np.int64)
-    t0 = time.perf_counter()
-    _nn_chain_sparse(S.indptr.astype(np.int64), S.indices.astype(np.int32), S.data.astype(np.float64), n, pool, out, state)
+    _nn_chain_sparse(pool_s, pool_v, pool_g, start, length, cap, top, n, out, state)
     if state[2] != 0:
-        raise MemoryError(f"sparse linkage: row pool of {pool:,} entries exhausted; retry with a larger slack")
+        raise MemoryError(f"sparse linkage: row pool of {pool_s.size:,} entries exhausted (n={n}, nnz={nnz})")
+    del pool_s, pool_v, pool_g
     log.info("sparse average linkage n=%d nnz=%d: %.2fs, %d pool compactions", n, nnz, time.perf_counter() - t0, state[1])
-    sizes = np.zeros((n - 1, 4))
-    sizes[:, :3] = out
+    rows = np.zeros((n - 1, 4))
+    rows[:, :3] = out
     order = np.argsort(out[:, 2], kind="mergesort")
-    Z = label_linkage(sizes[order], n)
-    # fill sizes (label_linkage keeps column 3): count members bottom-up
+    Z = label_linkage(rows[order], n)
     cnt = np.ones(2 * n - 1)
-    for i in range(n - 1):
+    for i in range(n - 1):  # cluster sizes bottom-up (column 3)
         cnt[n + i] = cnt[int(Z[i, 0])] + cnt[int(Z[i, 1])]
     Z[:, 3] = cnt[n:]
     return Z
@@ -507,9 +539,7 @@ def manifold_linkage(
     nb, dist = knn_distances(X, k, knn_result=knn_result, backend=backend, progress=progress)
     W = umap_weights(nb, dist, progress=progress, **weight_kw)
     del nb, dist
-    Du = linkage_distances(W, symmetrize=symmetrize)
-    del W
-    return sparse_average_linkage(Du, progress=progress)
+    return sparse_average_linkage(W, symmetrize=symmetrize)
 
 
 def manifold_cluster(

@@ -8,7 +8,8 @@ Inputs (square distance matrices over the unseen mentions):
 Algorithms: agglomerative, manifold (faithful, unsymmetrised), manifold_sym, affinity
 (which picks its own number of clusters). Average linkage, UMAP memberships (exp(-(d - rho)/sigma))
 and affinity propagation's median preference are all invariant to adding a constant to every
-distance, so ``attn_dot`` and ``attn_dot_neg`` must give the same partitions: reported anyway,
+distance, so ``attn_dot`` and ``attn_dot_neg`` must give the same partitions (the manifold methods get
+the matrix shifted by its global minimum, since UMAP weights need non-negative distances): reported anyway,
 as the issue asks, and the equality is a check on the pipeline.
 
 Ensembles of N runs: S averaged over runs, features F concatenated (each run's F is unit-norm,
@@ -80,7 +81,11 @@ def cluster_all(dists: dict[str, np.ndarray], n_clusters: int, *, algorithms: Se
             if algo in ("manifold", "manifold_sym") and k_manifold:
                 kw["k"] = min(int(k_manifold), d.shape[0])
             n = None if algo == "affinity" else n_clusters
-            out[(name, algo)] = cluster(np.ascontiguousarray(d), algo, n, **kw)
+            x = d
+            if algo in ("manifold", "manifold_sym") and d.min() < 0:
+                # UMAP memberships need d >= 0 and depend only on d - rho_i: a global shift is exact
+                x = d - d.min()
+            out[(name, algo)] = cluster(np.ascontiguousarray(x), algo, n, **kw)
     return out
 
 

@@ -11,6 +11,12 @@ import pyarrow.parquet as pq
 METRIC_KEYS = ("dataset", "split", "method", "representation", "clustering", "metric", "value", "seed")
 
 
+class NotApplicable(ValueError):
+    """The method cannot run on this dataset (e.g. fewer than two unseen types to cluster).
+
+    ``train-all`` records such a run as ``skipped`` with the reason instead of failing."""
+
+
 @dataclass
 class MethodResult:
     """Long-form metric rows (keys METRIC_KEYS), artifacts (kind, path, rows, sha256) and the

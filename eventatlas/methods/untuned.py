@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from .. import config
 from ..io import sha256_file, write_parquet
 from ..runinfo import set_seeds
-from .base import MethodResult, dataset_kind, read_manifest
+from .base import MethodResult, NotApplicable, dataset_kind, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def run(
                                     max_mentions=max_mentions, seed=seed)
     del table
     if len(y) < 2 or stats["n_types_clustered"] < 2:
-        raise ValueError(f"{src}: only {len(y)} unseen mentions / {stats['n_types_clustered']} unseen types "
+        raise NotApplicable(f"{src}: only {len(y)} unseen mentions / {stats['n_types_clustered']} unseen types "
                          f"after selection (k_seen={k_seen}, splits={splits}, lu_pos={lu_pos}); nothing to cluster")
     k = int(n_clusters or stats["n_types_clustered"])
     split_name = ",".join(splits) if splits else (

@@ -38,9 +38,11 @@ Protocol notes (nothing in ``backend.py`` blocked this backend):
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -63,6 +65,7 @@ BATCH = 50  # MediaWiki's limit of ids/titles per request for ordinary clients
 EXPAND_PROPS = ("P361", "P527", "P155", "P156")
 WIKIDATA_PROPS = "labels|descriptions|claims|sitelinks"
 IW_PREFIXES = ("w", "wikipedia")
+_QID = re.compile(r"^Q[1-9][0-9]*$")
 
 
 def events_sparql(root: str | None = None, limit: int | None = None) -> str:
@@ -97,7 +100,7 @@ def _qid_key(q: str) -> tuple[int, str]:
     return (int(q[1:]) if q[1:].isdigit() else 1 << 62, q)
 
 
-def _chunks(xs: Sequence[str], n: int = BATCH) -> Iterator[list[str]]:
+def _chunks(xs: Sequence[str], n: int) -> Iterator[list[str]]:
     for i in range(0, len(xs), n):
         yield list(xs[i:i + n])
 
@@ -136,6 +139,7 @@ class ApiBackend:
         expand: bool = True,
         expand_props: Sequence[str] = EXPAND_PROPS,
         max_entities: int = 200_000,
+        batch_size: int = BATCH,
         wikidata_api: str = WIKIDATA_API,
         sparql_endpoint: str = SPARQL_ENDPOINT,
         wikipedia_api: str = WIKIPEDIA_API,
@@ -145,10 +149,14 @@ class ApiBackend:
         checkpoint: Checkpoint | str | Path | None = None,
         progress: bool | None = None,
     ):
-        self.languages = sorted(dict.fromkeys(languages))
-        self.wikinews_languages = sorted(dict.fromkeys(wikinews_languages)) if wikinews_languages is not None else list(self.languages)
+        # the build always needs English labels/descriptions (pruning), whatever the languages
+        self.languages = sorted(set(languages) | {"en"})
+        self.wikinews_languages = sorted(set(wikinews_languages)) if wikinews_languages is not None else list(self.languages)
         self.seed_ids = sorted(dict.fromkeys(seed_ids), key=_qid_key)
         self.root = root
+        bad = [q for q in self.seed_ids + ([root] if root else []) if not _QID.match(str(q))]
+        if bad:
+            raise ValueError(f"not Wikidata item ids: {bad[:5]}")
         if sparql is True:
             self.sparql_query: str | None = events_sparql(root)
         elif isinstance(sparql, str) and sparql:
@@ -160,6 +168,9 @@ class ApiBackend:
         self.expand = expand
         self.expand_props = tuple(expand_props)
         self.max_entities = max_entities
+        if not 1 <= batch_size <= BATCH:
+            raise ValueError(f"batch_size must be in 1..{BATCH} (the API's limit for ordinary clients)")
+        self.batch_size = batch_size
         self.wikidata_api = wikidata_api
         self.sparql_endpoint = sparql_endpoint
         self.wikipedia_api = wikipedia_api
@@ -298,7 +309,7 @@ class ApiBackend:
                 frontier.clear()
                 if not todo:
                     break
-                for batch in _chunks(todo):
+                for batch in _chunks(todo, self.batch_size):
                     if len(self.ck.ns(ns).keys) >= self.max_entities:
                         self.truncated = True
                         log.warning("entity crawl stopped at max_entities=%d", self.max_entities)
@@ -388,16 +399,23 @@ class ApiBackend:
             for k, v in self.ck.items(ns):
                 if k in want_set and k not in todo_set:
                     yield k, v
-        bar = self._bar((len(todo) + BATCH - 1) // BATCH, desc)
+        bar = self._bar((len(todo) + self.batch_size - 1) // self.batch_size, desc)
+        batches = list(_chunks(todo, self.batch_size))
+        pool = ThreadPoolExecutor(self.client.concurrency) if self.client.concurrency > 1 and len(batches) > 1 else None
         try:
-            for batch in _chunks(todo):
-                got = self._fetch_pages(project, lang, batch)
+            # with concurrency > 1 batches are fetched in parallel (the client's semaphore bounds
+            # them) but recorded here, in order, one durable write per batch
+            results = (pool.map(lambda b: self._fetch_pages(project, lang, b), batches) if pool
+                       else (self._fetch_pages(project, lang, b) for b in batches))
+            for batch, got in zip(batches, results):
                 self.ck.record(ns, [(t, got[t]) for t in batch])
                 bar.update(1)
                 for t in batch:
                     yield t, got[t]
         finally:
             bar.close()
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def get_articles(self, lang: str, titles: Iterable[str]) -> dict[str, Page]:
         out = {}
@@ -411,7 +429,7 @@ class ApiBackend:
         url = self._api("wikipedia", lang)
         want = list(dict.fromkeys(normalize_title(t) for t in titles if t and normalize_title(t)))
         todo = self.ck.missing(ns, want)
-        for batch in _chunks(todo):
+        for batch in _chunks(todo, self.batch_size):
             norm: dict[str, str] = {}
             found: dict[str, list[str]] = {}
             for q in self._query(url, {"prop": "redirects", "rdprop": "pageid|title", "rdnamespace": 0,

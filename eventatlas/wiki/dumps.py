@@ -273,7 +273,7 @@ class DumpBackend:
             return
         offs = sorted({o for o, _, _ in idx})
         size = Path(w["xml"]).stat().st_size
-        n = max(1, min(len(offs), workers * 4))
+        n = max(1, min(len(offs), workers * 2))  # a few shards per worker evens out page sizes
         cuts = [offs[round(i * len(offs) / n)] for i in range(n)]
         cuts = sorted(set(cuts))
         # the last index stream is followed by the footer stream; the range to EOF covers it

@@ -127,7 +127,8 @@ class PoliteClient:
     - ``max_retry_after``: a server's Retry-After above this is an error rather than a sleep.
     - ``concurrency``: simultaneous requests (1 = serial).
     - ``min_interval``: optional gap between request starts (seconds).
-    - ``cache_dir``: on-disk response cache (None = off).
+    - ``cache_dir``: on-disk response cache (None = off); ``cache_ttl`` seconds an entry stays
+      valid (None = until deleted: a rebuild of the same crawl is then free).
     - ``seed``: seeds the jitter RNG (recorded in ``stats``).
     """
 
@@ -145,6 +146,7 @@ class PoliteClient:
         concurrency: int = 1,
         min_interval: float = 0.0,
         cache_dir: str | os.PathLike | None = None,
+        cache_ttl: float | None = None,
         maxlag: int | None = DEFAULT_MAXLAG,
         seed: int = 0,
         transport: httpx.BaseTransport | None = None,
@@ -171,6 +173,7 @@ class PoliteClient:
         self.maxlag = maxlag
         self.seed = seed
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache_ttl = cache_ttl
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self._sem = threading.BoundedSemaphore(concurrency)
@@ -237,6 +240,8 @@ class PoliteClient:
     def _cache_get(self, key: str) -> Any | None:
         p = self._cache_path(key)
         try:
+            if self.cache_ttl is not None and time.time() - p.stat().st_mtime > self.cache_ttl:
+                return None  # stale: refetched and overwritten
             raw = p.read_bytes()
         except FileNotFoundError:
             return None
@@ -280,19 +285,24 @@ class PoliteClient:
             if attempt:
                 self.stats["retries"] += 1
                 assert last is not None
-                if last.wait is not None:
-                    if last.wait > self.max_retry_after:
-                        raise HttpError(url, f"server asks to wait {last.wait:.0f}s (> max_retry_after "
-                                             f"{self.max_retry_after:.0f}s) after {last.reason}",
-                                        attempts=attempt, status=last.status)
-                    self._push_not_before(last.wait)  # global: every thread holds off
-                else:
+                if last.wait is None:
                     self._sleep(self._jitter(attempt - 1))
+                # else: the Retry-After was already pushed to the shared gate; _wait_turn sleeps it
             try:
                 with self._sem:
                     self._wait_turn()
                     self.stats["requests"] += 1
-                    return self._attempt(url, params, method=method, data=data, mediawiki=mediawiki)
+                    try:
+                        return self._attempt(url, params, method=method, data=data, mediawiki=mediawiki)
+                    except _Retry as r:
+                        if r.wait is not None:
+                            if r.wait > self.max_retry_after:
+                                raise HttpError(url, f"server asks to wait {r.wait:.0f}s (> max_retry_after "
+                                                     f"{self.max_retry_after:.0f}s) after {r.reason}",
+                                                attempts=attempt + 1, status=r.status) from r
+                            # pushed before the slot is released: no queued thread can slip through
+                            self._push_not_before(r.wait)
+                        raise
             except _Retry as r:
                 self.stats[f"retry:{r.reason.split(' ')[0]}"] += 1
                 log.info("retrying %s: %s", url, r.reason)

@@ -163,7 +163,9 @@ class WikiWorldServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="wiki-world-server", daemon=True)
+        # a short poll interval: shutdown() waits up to one interval
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="wiki-world-server", daemon=True)
         self._thread.start()
         return self
 

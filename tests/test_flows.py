@@ -1,0 +1,212 @@
+"""Prefect flows end to end on the shipped samples, with a tiny random BERT so it is fast.
+
+One Prefect test harness (temporary API + database) and one PREFECT_HOME for the module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from eventatlas.io import sha256_file
+from eventatlas.methods import REGISTRY
+from eventatlas.warehouse import Warehouse
+
+
+def build_tiny_bert(out: Path, texts: list[str]) -> Path:
+    """A 4-layer, 32-wide random BERT + WordPiece vocab over the given texts (window4 needs 4 layers)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=512)
+    BertModel(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def boom(dataset_dir, out_dir, *, seed, **params):
+    """A method that crashes: its run must land as 'failed' and the flow must fail."""
+    raise RuntimeError("boom on purpose")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    from prefect.testing.utilities import prefect_test_harness
+
+    root = tmp_path_factory.mktemp("flows")
+    saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "PREFECT_HOME")}
+    os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
+                      PREFECT_HOME=str(root / "prefect"))
+    from eventatlas.ingest import ingest_samples
+
+    manifests = ingest_samples()
+    texts = [s for m in manifests if (Path(m["path"]) / "mentions.parquet").exists()
+             for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
+    model = build_tiny_bert(root / "tiny-bert", texts)
+    try:
+        with prefect_test_harness(server_startup_timeout=120):
+            yield {"root": root, "model": str(model), "manifests": {m["dataset"]: m for m in manifests}}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _untuned(env):
+    return {"untuned": {"model_id": env["model"], "encoder": {"batch_size": 8, "precision": "fp32"}}}
+
+
+def test_train_all_end_to_end_on_samples(env):
+    from eventatlas.metrics import clustering_scores
+    from flows.train_all import train_all
+    from tasks.common import labelled_datasets
+
+    labelled = labelled_datasets()
+    assert {"ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample"} <= set(labelled)
+    assert "hard_similarity_sample" not in labelled  # event pairs, no mention labels
+
+    out = train_all(params=_untuned(env))
+    assert out["runs"] == len(labelled) and not out["failed"]
+    wh = Warehouse()
+    runs = wh.query("SELECT * FROM runs WHERE flow = 'train-all' ORDER BY run_id")
+    assert len(runs) == len(labelled)
+    assert set(runs.status) <= {"completed", "skipped"}
+    done = runs[runs.status == "completed"]
+    assert len(done) >= 3
+    for _, r in done.iterrows():
+        params = json.loads(r["params"])
+        ds = params["dataset"]
+        assert json.loads(r["data_fingerprints"]) == {ds: env["manifests"][ds]["fingerprint"]}
+        assert r["code_version"] and r["device"].startswith(("cpu", "cuda")) and r["seed"] == 0
+        assert params["model_id"] == env["model"] and params["n_clusters"] == params["n_types_clustered"]
+    for _, r in runs[runs.status == "skipped"].iterrows():
+        assert r["error"].startswith("not applicable")
+
+    # every representation x clustering landed for each completed run
+    grid = wh.query("SELECT run_id, count(DISTINCT representation || '/' || clustering) AS n FROM metrics "
+                    "WHERE metric = 'ari' GROUP BY run_id")
+    assert set(grid.n) == {5 * 4} and set(grid.run_id) == set(done.run_id)
+
+    # the warehouse value equals a recomputation from the run's own assignments artifact
+    art = wh.query("SELECT a.run_id, a.path, a.sha256, a.\"rows\" FROM artifacts a "
+                   "WHERE kind = 'assignments/trigger/agglomerative'")
+    assert len(art) == len(done)
+    for _, a in art.iterrows():
+        assert sha256_file(a["path"]) == a["sha256"]
+        t = pq.read_table(a["path"]).to_pydict()
+        assert len(t["mention_id"]) == a["rows"]
+        want = clustering_scores(t["label"], t["cluster"])
+        got = wh.query("SELECT metric, value FROM metrics WHERE run_id = ? AND representation = 'trigger' "
+                       "AND clustering = 'agglomerative'", [a["run_id"]])
+        got = dict(zip(got.metric, got.value))
+        for m in ("ari", "nmi", "bcubed_f", "purity_f"):
+            assert got[m] == pytest.approx(want[m], abs=1e-12)
+
+    # FrameNet sample: verbs only, every frame a cluster
+    fn = done[done.params.str.contains('"framenet_fulltext_sample"')]
+    if len(fn):
+        p = json.loads(fn.iloc[0]["params"])
+        assert p["lu_pos"] == "v" and p["k_seen"] == 0 and p["setting"] == "verbs (frames as clusters)"
+
+    lb = wh.query("SELECT * FROM leaderboard WHERE metric = 'ari'")
+    assert len(lb) == 20 * len(done) and set(lb.n_seeds) == {1}
+    assert lb.best.between(-1, 1).all()
+    # views over the ingested Parquet are live in the same file
+    n = wh.query("SELECT count(*) AS n FROM mentions WHERE dataset = 'ontoevent_maven_sample'").n[0]
+    assert n == env["manifests"]["ontoevent_maven_sample"]["rows"]["mentions"]
+
+
+def test_train_all_records_prefect_artifacts_and_seeds(env):
+    from prefect.client.orchestration import get_client
+
+    from flows.train_all import train_all
+
+    params = {"untuned": {**_untuned(env)["untuned"], "representations": ["trigger"],
+                          "clusterings": ["agglomerative"]}}
+    out = train_all(datasets=["ontoevent_maven_sample"], seeds=[1, 2], params=params)
+    assert out["runs"] == 2
+    lb = Warehouse().query("SELECT * FROM leaderboard WHERE dataset = 'ontoevent_maven_sample' AND "
+                           "representation = 'trigger' AND clustering = 'agglomerative' AND metric = 'ari'")
+    # seed 0 from the previous test plus seeds 1 and 2
+    assert lb.n_seeds.tolist() == [3]
+
+    async def artifacts():
+        async with get_client() as c:
+            return await c.read_artifacts()
+
+    import asyncio
+
+    arts = asyncio.run(artifacts())
+    kinds = {(a.key, a.type) for a in arts}
+    assert ("train-all-summary", "markdown") in kinds
+    assert any(k.startswith("metrics-untuned-ontoevent-maven-sample") and t == "table" for k, t in kinds)
+
+
+def test_failed_run_is_published_then_flow_fails(env, monkeypatch):
+    from flows.train_all import train_all
+
+    monkeypatch.setitem(REGISTRY, "boom", "test_flows:boom")
+    with pytest.raises(RuntimeError, match="1 of 1 runs failed"):
+        train_all(datasets=["ace2005_sample"], methods=["boom"])
+    r = Warehouse().query("SELECT status, error FROM runs WHERE method = 'boom'")
+    assert r.status.tolist() == ["failed"] and "boom on purpose" in r.error[0]
+
+
+def test_train_all_rejects_unknown_dataset(env):
+    from flows.train_all import train_all
+
+    with pytest.raises(ValueError, match="not ingested: \\['nope'\\]"):
+        train_all(datasets=["nope"])
+
+
+def test_ingest_embed_cluster_evaluate_flows(env):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+    from flows.cluster import cluster
+    from flows.embed import embed
+    from flows.evaluate import evaluate
+    from flows.ingest import ingest
+
+    from eventatlas import config
+
+    man = ingest("ontoevent", str(config.samples_dir() / "ontoevent"), dataset="onto_flow")
+    assert man["rows"]["mentions"] == env["manifests"]["ontoevent_maven_sample"]["rows"]["mentions"]
+    wh = Warehouse()
+    arts = wh.query("SELECT kind, \"rows\" FROM artifacts JOIN runs USING (run_id) WHERE runs.flow = 'ingest'")
+    assert ("table/mentions", man["rows"]["mentions"]) in set(zip(arts.kind, arts.rows))
+
+    paths = embed("onto_flow", ["trigger"], env["model"])
+    again = embed("onto_flow", ["trigger"], env["model"])
+    assert paths == again and Path(paths["trigger"]).exists()
+
+    async def embed_states():
+        async with get_client() as c:
+            trs = await c.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="embed-trigger")))
+            return [tr.state.name for tr in trs]
+
+    import asyncio
+
+    assert "Cached" in asyncio.run(embed_states())  # second call hit the task cache
+
+    assign = cluster("onto_flow", "trigger", "agglomerative", model_id=env["model"])
+    t = pq.read_table(assign).to_pydict()
+    n_types = len({lab[0] for lab in pq.read_table(Path(man["path"]) / "mentions.parquet")["labels"].to_pylist()})
+    assert len(set(t["cluster"])) == n_types
+    rows = evaluate(assign, "onto_flow", method="manual", representation="trigger", clustering="agglomerative")
+    assert {r["metric"] for r in rows} >= {"ari", "bcubed_f"}
+    got = wh.query("SELECT value FROM metrics WHERE method = 'manual' AND metric = 'ari'")
+    assert got.value.tolist() == [pytest.approx(next(r["value"] for r in rows if r["metric"] == "ari"))]
