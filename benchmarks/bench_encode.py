@@ -1,11 +1,12 @@
 """Benchmark: eventatlas Encoder.encode_sentences vs SentenceTransformer.encode.
 
 Same model (packaged all-MiniLM-L6-v2), same sentences, same batch size, same
-precision (fp32; and bf16 autocast for both when the CPU/GPU supports it). Each
-measurement is repeated, alternating the two sides so background load hits both
-alike; the best (minimum) time per side is reported with all raw times.
+precision (fp32; and bf16 autocast for both when the CPU/GPU supports it). The two
+sides alternate block by block (``--block`` sentences, order flipped every block) so
+background load hits both alike; per repeat the block times are summed, and the best
+(minimum) repeat per side is reported with all raw times.
 
-    python benchmarks/bench_encode.py [--n 2000] [--batch-size 64] [--repeats 2] [--out benchmarks/results/encode.json]
+    python benchmarks/bench_encode.py [--n 2000] [--batch-size 64] [--repeats 2] [--block 500] [--out benchmarks/results/encode.json]
 
 Sentences: OntoEvent (MAVEN) mention sentences from ../shared/data, else FrameNet
 full-text sentences, else the project's samples.
@@ -75,6 +76,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--block", type=int, default=500, help="sentences per alternation block (0: whole list)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "encode.json"))
     args = ap.parse_args()
@@ -89,30 +91,38 @@ def main() -> None:
     runs = []
     for prec in precisions:
         enc = Encoder(None, device=args.device, precision=prec, batch_size=args.batch_size, progress=False)
-        ours_fn = lambda: enc.encode_sentences(sents)  # noqa: E731
 
-        def st_fn():
+        def st_encode(xs):
             with _autocast(prec, args.device):
-                return st.encode(sents, batch_size=args.batch_size, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
+                return st.encode(xs, batch_size=args.batch_size, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
 
+        sides = {"ours": enc.encode_sentences, "st": st_encode}
         # warm-up (oneDNN primitive creation, allocator) on a slice for both
-        enc.encode_sentences(sents[: args.batch_size * 2])
-        with _autocast(prec, args.device):
-            st.encode(sents[: args.batch_size * 2], batch_size=args.batch_size, show_progress_bar=False)
-        t_ours, t_st = [], []
+        for fn in sides.values():
+            fn(sents[: args.batch_size * 2])
+        # The CPU is shared with other jobs, so the two sides alternate block by block (order
+        # flipped every block) and the load hits both alike; each side sorts within a block.
+        block = args.block or len(sents)
+        blocks = [sents[i : i + block] for i in range(0, len(sents), block)]
+        times = {"ours": [], "st": []}
+        outs: dict[str, list[np.ndarray]] = {}
         for r in range(args.repeats):
-            for name, fn, acc in (("ours", ours_fn, t_ours), ("st", st_fn, t_st))[:: 1 if r % 2 == 0 else -1]:
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                X = fn()
-                if args.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                acc.append(time.perf_counter() - t0)
-                if name == "ours":
-                    X_ours = X
-                else:
-                    X_st = X
+            acc = {"ours": 0.0, "st": 0.0}
+            outs = {"ours": [], "st": []}
+            for b, xs in enumerate(blocks):
+                for name in (("ours", "st") if (r + b) % 2 == 0 else ("st", "ours")):
+                    if args.device.startswith("cuda"):
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    X = sides[name](xs)
+                    if args.device.startswith("cuda"):
+                        torch.cuda.synchronize()
+                    acc[name] += time.perf_counter() - t0
+                    outs[name].append(X)
+            for name in acc:
+                times[name].append(acc[name])
+        t_ours, t_st = times["ours"], times["st"]
+        X_ours, X_st = np.concatenate(outs["ours"]), np.concatenate(outs["st"])
         cos = (X_ours * X_st).sum(1) / np.linalg.norm(X_ours, axis=1) / np.linalg.norm(X_st, axis=1)
         best_o, best_s = min(t_ours), min(t_st)
         row = {
@@ -145,6 +155,7 @@ def main() -> None:
         "tokens_max": int(np.max(lens)),
         "batch_size": args.batch_size,
         "repeats": args.repeats,
+        "block": args.block,
         "device": args.device,
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -71,16 +71,20 @@ def migrate() -> None:
 @app.command()
 def ingest(
     name: str = typer.Argument(..., help="reader / registry name, e.g. framenet, maven, ace2005, ontoevent"),
-    path: Optional[Path] = typer.Option(None, "--path", help="local file or directory with the data"),
+    path: Optional[Path] = typer.Option(None, "--path", help="local file or directory with the data "
+                                        "(default: the registry's path under the shared data dir, when it has one)"),
     download: bool = typer.Option(False, "--download", help="download the official release (checksum verified)"),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="name to store the dataset under"),
+    sha256: Optional[str] = typer.Option(None, "--sha256", help="expected checksum of the download when the "
+                                         "registry has none pinned"),
+    insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
+                                                help="download without checksum verification (not recommended)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
-    if path is None and not download:
-        _fail("give --path P or --download")
     from flows.ingest import ingest as ingest_flow
 
-    man = ingest_flow(name, str(path) if path else None, download, dataset)
+    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
+    man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
     console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
                   f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
 
@@ -152,13 +156,13 @@ def train_all(
                                          help='JSON {method: {param: value}}, e.g. \'{"untuned": {"k_seen": 10}}\''),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
-    from flows.train_all import train_all as flow
-
-    try:
+    try:  # validate before importing Prefect (slow, and it binds its log handlers to this stdout)
         p = json.loads(params) if params else None
         s = [int(x) for x in _split(seeds)] if seeds else None
     except ValueError as e:
         _fail(f"bad --params/--seeds: {e}")
+    from flows.train_all import train_all as flow
+
     out = flow(datasets=_split(datasets), methods=_split(methods), seeds=s, params=p)
     console.print(f"{out['runs']} runs published to {out['warehouse']}")
     _leaderboard()

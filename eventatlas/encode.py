@@ -432,8 +432,6 @@ def data_fingerprint(mentions_parquet: str | os.PathLike, batch_rows: int = 6553
     Content-based, so unrelated column changes (labels, extra) or a rewrite of the
     same rows do not invalidate the cache.
     """
-    import pyarrow.parquet as pq
-
     path = _mentions_path(mentions_parquet)
     pf = _open_mentions(path)
     h, n = hashlib.sha256(), 0

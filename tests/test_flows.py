@@ -210,3 +210,33 @@ def test_ingest_embed_cluster_evaluate_flows(env):
     assert {r["metric"] for r in rows} >= {"ari", "bcubed_f"}
     got = wh.query("SELECT value FROM metrics WHERE method = 'manual' AND metric = 'ari'")
     assert got.value.tolist() == [pytest.approx(next(r["value"] for r in rows if r["metric"] == "ari"))]
+
+
+def test_select_mentions_seen_unseen_ties_pos_and_subsample():
+    import pyarrow as pa
+
+    from eventatlas.methods.untuned import select_mentions
+
+    # type counts: A 3, B 2, C 2, D 1, E 1 (+ one unlabelled row); ties broken by type id
+    labs = [["A"], ["A"], ["A"], ["C"], ["B"], ["C"], ["B", "A"], ["D"], ["E"], []]
+    extra = ['{"lu": "x.v"}'] * 8 + ['{"lu": "y.n"}', None]
+    t = pa.table({"mention_id": [f"m{i}" for i in range(10)], "labels": labs, "extra": extra,
+                  "split": ["train"] * 9 + ["dev"]})
+    sel, y, st = select_mentions(t, k_seen=2, max_mentions=None)
+    # seen = A (3) and B (2, wins the tie with C by id); unseen = C, C, D, E
+    assert st["seen_types"] == ["A", "B"] and y.tolist() == ["C", "C", "D", "E"]
+    assert sel["mention_id"].to_pylist() == ["m3", "m5", "m7", "m8"]
+    assert (st["n_types"], st["n_unseen_types"], st["n_types_clustered"]) == (5, 3, 3)
+    sel, y, st = select_mentions(t, k_seen=0, lu_pos="v", max_mentions=None)
+    assert len(y) == 8 and "E" not in y.tolist()  # E's LU is a noun
+    # k_seen larger than the type count keeps two unseen types
+    _, y, st = select_mentions(t, k_seen=10, max_mentions=None)
+    assert st["k_seen"] == 3 and st["k_seen_requested"] == 10 and sorted(set(y.tolist())) == ["D", "E"]
+    # deterministic subsample per seed, recorded
+    a = select_mentions(t, k_seen=0, max_mentions=5, seed=1)
+    b = select_mentions(t, k_seen=0, max_mentions=5, seed=1)
+    c = select_mentions(t, k_seen=0, max_mentions=5, seed=2)
+    assert a[0]["mention_id"].to_pylist() == b[0]["mention_id"].to_pylist() != c[0]["mention_id"].to_pylist()
+    assert a[2]["subsampled"] and a[2]["n_unseen_mentions"] == 9 and a[2]["n_mentions_clustered"] == 5
+    sel, y, _ = select_mentions(t, k_seen=0, splits=["dev"], max_mentions=None)
+    assert len(y) == 0  # the dev row is unlabelled

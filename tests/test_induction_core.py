@@ -223,3 +223,15 @@ def test_inheritance_descendants_and_linking_toy_world():
     m2, rows2 = framenet_linking(x, y, y, frames, fe, {"a": {"Attack"}, "b": {"Death"}})
     assert {row["majority"]: row["rank"] for row in rows2}["a"] == 3
     assert m2["linking_mrr"] == pytest.approx((1 / 3 + 1) / 2)
+
+
+def test_epoch_silhouettes_with_negative_attention_distances():
+    # S is unbounded: 1 - S < 0 happens after training; the tree must equal the one on 1 - S + c
+    rng = np.random.default_rng(1)
+    f = np.concatenate([c + 0.1 * rng.standard_normal((10, 6)) for c in np.eye(6)[:3] * 2])
+    f /= np.linalg.norm(f, axis=1, keepdims=True)
+    s = 5.0 * f @ f.T  # 1 - S down to -4
+    assert (1 - s).min() < 0
+    sil = epoch_silhouettes(f, s, [3, 6])
+    assert sil == epoch_silhouettes(f, s - 2.0, [3, 6])  # shift invariance of average linkage
+    assert sil[3] > sil[6]

@@ -141,9 +141,9 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     assert params_out["n_unseen_types"] == 3 and params_out["n_seen_types"] == 2
     kinds = {a["kind"]: a["path"] for a in record["artifacts"]}
     emb = pq.read_table(kinds["embeddings/trigger"])
-    assert emb.num_rows == 19 and len(emb["F"][0].as_py()) == 32
+    assert emb.num_rows == 18 and len(emb["F"][0].as_py()) == 32
     asg = pq.read_table(kinds["assignments/trigger"])
-    assert "attn_dot__agglomerative" in asg.column_names and asg.num_rows == 19
+    assert "attn_dot__agglomerative" in asg.column_names and asg.num_rows == 18
     assert Path(kinds["umap/trigger"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     run_dir = Path(kinds["embeddings/trigger"]).parent
     ckpts = sorted((run_dir / "checkpoints").glob("*.pt"))

@@ -28,7 +28,10 @@ def test_scan_same_events_any_shards(world, tmp_path, comp):
         got = sorted(json.dumps(e, sort_keys=True) for e in r.events)
         ref = ref or got
         assert got == ref and len(got) == 28
-        assert r.parsed < r.lines  # the pre-filter skips non-events without parsing them
+        assert r.parsed == 28  # the claim-key pre-filter parses exactly the events here
+    strict = W.scan_dump(p, LANGS, workers=1, strict=True)
+    assert sorted(json.dumps(e, sort_keys=True) for e in strict.events) == ref
+    assert strict.lines == len(world.entities) + 2 and not strict.rejects  # + the "[" and "]" lines
 
 
 def test_old_and_new_form_normalise(world):
@@ -47,14 +50,20 @@ def test_broken_lines_and_unknown_datavalues_are_counted(world, tmp_path):
     lines = wikidata_lines(world)
     ev = json.loads(lines[0])
     ev["claims"]["P276"][0]["mainsnak"]["datavalue"]["type"] = "wikibase-futuretype"
-    bad = [lines[0][:120], json.dumps(ev).encode(), b'{"id":"Q1","type":"item","claims":{"P585":[], "P625": [}']
-    p = write_wikidata_dump(tmp_path / "bad.json.gz", lines[1:] + bad)
-    r = W.scan_dump(p, LANGS)
-    reasons = sorted(x["reason"] for x in r.rejects)
-    assert reasons == ["bad_json", "malformed_line", "unknown_datavalue_type"]
-    assert all(x["location"].startswith("line ") for x in r.rejects)
-    # the entity with the unknown value type is still an event through its other claims? No: its only location is gone
-    assert "Q900100" not in {e["qid"] for e in r.events}
+    truncated_event = lines[1][:-40]  # an event line cut short (holds its claim keys, invalid JSON)
+    head_only = lines[2][:120]  # a line cut before any claim: cannot be an event
+    p = write_wikidata_dump(tmp_path / "bad.json.gz", lines[3:] + [head_only, json.dumps(ev).encode(), truncated_event])
+    fast = W.scan_dump(p, LANGS)
+    assert sorted(x["reason"] for x in fast.rejects) == ["bad_json", "unknown_datavalue_type"]
+    assert all(x["location"].startswith("byte ") for x in fast.rejects)
+    strict = W.scan_dump(p, LANGS, strict=True)
+    assert sorted(x["reason"] for x in strict.rejects) == ["malformed_line", "malformed_line", "unknown_datavalue_type"]
+    n = len(lines) - 3 + 1  # data lines before the head_only line, plus the "[" line
+    assert {x["location"] for x in strict.rejects if x["reason"] == "malformed_line"} == {f"line {n + 1}", f"line {n + 3}"}
+    # Q900100's only location claim has the unknown type: not an event; the others are unaffected
+    for r in (fast, strict):
+        got = {e["qid"] for e in r.events}
+        assert "Q900100" not in got and "Q900101" not in got and "Q900103" in got
 
 
 def test_bad_bz2_tail_is_a_clear_error_and_nothing_lands(world, tmp_path):

@@ -126,8 +126,9 @@ def _normalise(X: np.ndarray) -> np.ndarray:
         raise ValueError(f"embedding row {bad} has a non-finite value")
     Xd = X.astype(np.float64, copy=True)
     norms = np.linalg.norm(Xd, axis=1)
-    if np.any(norms == 0):
-        raise ValueError(f"embedding row {int(np.argmin(norms))} is all zeros (cosine distance undefined)")
+    # sklearn's / the dense path's convention: an all-zero row stays zero, i.e. it has
+    # cosine similarity 0 (distance 1) to everything; the cluster-sum algebra still holds.
+    norms[norms == 0] = 1.0
     Xd /= norms[:, None]
     return Xd
 
@@ -140,6 +141,7 @@ def average_linkage(
     block_bytes: int = 256 * 1024**2,
     progress: bool = False,
     sizes: np.ndarray | None = None,
+    n_candidates: int = 16,
 ) -> np.ndarray:
     """Exact average-linkage (cosine distance) linkage matrix of the rows of ``X``.
 
@@ -184,9 +186,23 @@ def average_linkage(
     # exactly in float64.
     eps = 2.0 * (d + 4) * 2.0**-24 * 1.01
 
+    K = max(2, int(n_candidates))
+    cand = torch.empty((n, K), dtype=torch.int64, device=dev)  # K nearest at the last full search
+    bound = torch.empty(n, dtype=torch.float64, device=dev)  # lower bound on every unlisted distance
+
+    def exact_best(r: torch.Tensor, cj: torch.Tensor, valid: torch.Tensor):
+        """Exact float64 min distance (lowest index on ties) of rows r over candidates cj (nr x c)."""
+        gi = r[:, None].expand_as(cj)
+        dist = 1.0 - (S[gi] * S[cj]).sum(-1) / (size[gi] * size[cj])
+        dist = torch.where(valid & (cj != gi), dist, torch.full_like(dist, math.inf))
+        best = dist.min(dim=1).values
+        j = torch.where(dist == best[:, None], cj, torch.full_like(cj, 1 << 62)).min(dim=1).values
+        return best, j
+
     def refresh(rows: torch.Tensor) -> None:
-        """Exact nearest active neighbour (lowest index on ties) of ``rows``."""
+        """Exact nearest active neighbour (lowest index on ties) of ``rows``, plus the K-list."""
         m = M32.shape[0]
+        kk = min(K, m - 1)
         step = max(1, int(block_bytes // (4 * 2 * max(m, 1))))
         for s in range(0, rows.numel(), step):
             r = rows[s : s + step]
@@ -194,23 +210,40 @@ def average_linkage(
             ar = torch.arange(nr, device=dev)
             G = M32[r] @ M32.T  # similarity of means; nearest = largest
             G[ar, r] = -math.inf
-            gmax = G.max(dim=1).values
-            ci, cj = torch.nonzero(G >= (gmax - eps)[:, None], as_tuple=True)  # row-major: cj ascending per row
+            tv, ti = torch.topk(G, kk, dim=1, largest=True, sorted=True)
+            gmax = tv[:, 0]
+            # Every true nearest neighbour has a float32 similarity >= gmax - eps; if all
+            # K listed ones are that close the list may miss it: search the full row.
+            amb = tv[:, -1] >= gmax - eps
+            best, j = exact_best(r, ti, torch.ones_like(ti, dtype=torch.bool))
+            if bool(amb.any()):
+                ra = torch.nonzero(amb).flatten()
+                ci, cj = torch.nonzero(G[ra] >= (gmax[ra] - eps)[:, None], as_tuple=True)
+                gi = r[ra][ci]
+                dist = 1.0 - (S[gi] * S[cj]).sum(1) / (size[gi] * size[cj])
+                b2 = torch.full((ra.numel(),), math.inf, dtype=torch.float64, device=dev)
+                b2.scatter_reduce_(0, ci, dist, reduce="amin")
+                at = dist == b2[ci]
+                j2 = torch.full((ra.numel(),), m, dtype=torch.int64, device=dev)
+                j2.scatter_reduce_(0, ci[at], cj[at], reduce="amin")
+                best[ra], j[ra] = b2, j2
             del G
-            gi = r[ci]
-            dist = 1.0 - (S[gi] * S[cj]).sum(1) / (size[gi] * size[cj])
-            best = torch.full((nr,), math.inf, dtype=torch.float64, device=dev)
-            best.scatter_reduce_(0, ci, dist, reduce="amin")
-            at_best = dist == best[ci]
-            j = torch.full((nr,), m, dtype=torch.int64, device=dev)
-            j.scatter_reduce_(0, ci[at_best], cj[at_best], reduce="amin")
             nnd[r] = best
             nn[r] = j
+            if kk < K:  # fewer clusters than list slots: pad with the best one
+                ti = torch.cat([ti, ti[:, :1].expand(nr, K - kk)], dim=1)
+            cand[r] = ti
+            # unlisted clusters have float32 similarity <= tv[:, -1], i.e. true distance
+            # >= 1 - tv[:, -1] - eps/2; with every other cluster listed there is no bound.
+            if kk >= m - 1:
+                bound[r] = math.inf
+            else:
+                bound[r] = 1.0 - tv[:, -1].double() - eps
 
     out = np.empty((n - 1, 4), dtype=np.float64)
     k = 0
     refresh(torch.arange(n, device=dev))
-    rounds = fallbacks = 0
+    rounds = fallbacks = full = cheap = 0
     bar = None
     if progress:
         from tqdm import tqdm
@@ -247,17 +280,37 @@ def average_linkage(
         merged = torch.zeros(m, dtype=torch.bool, device=dev)
         merged[a] = True
         merged[b] = True
-        stale = (merged[nn] | merged) & alive
+        is_new = torch.zeros(m, dtype=torch.bool, device=dev)
+        is_new[a] = True
+        stale = merged[nn] & alive & ~is_new
+        # b lives on inside a: candidate lists follow it.
+        fwd = idx.clone()
+        fwd[b] = a
         # Compact to the active clusters so later products skip dead rows.
         newpos = torch.cumsum(alive, 0) - 1
         S, M32 = S[alive], M32[alive]
         size, rep, hmax = size[alive], rep[alive], hmax[alive]
-        nn_c, nnd_c = newpos[nn[alive]], nnd[alive]
-        nn, nnd = nn_c, nnd_c
-        refresh(torch.nonzero(stale[alive]).flatten())
+        nn, nnd = newpos[fwd[nn[alive]]], nnd[alive]
+        cand, bound = newpos[fwd[cand[alive]]], bound[alive]
+        need = is_new[alive]
+        st = torch.nonzero(stale[alive]).flatten()
+        if st.numel():
+            # By reducibility every unlisted cluster is still >= bound away: the best listed
+            # one (exact float64) is the nearest neighbour when it is strictly below the bound.
+            best, j = exact_best(st, cand[st], torch.ones_like(cand[st], dtype=torch.bool))
+            ok = best < bound[st]
+            nnd[st[ok]], nn[st[ok]] = best[ok], j[ok]
+            need[st[~ok]] = True
+            cheap += int(ok.sum())
+        rr = torch.nonzero(need).flatten()
+        full += rr.numel()
+        refresh(rr)
     if bar is not None:
         bar.close()
     order = np.argsort(out[:, 2], kind="mergesort")
     Z = label_linkage(out[order], n)
-    log.info("average linkage n=%d: %d rounds, %d fallbacks, %.2fs", n, rounds, fallbacks, time.perf_counter() - t0)
+    log.info(
+        "average linkage n=%d: %d rounds, %d row searches, %d cached-list hits, %d fallbacks, %.2fs",
+        n, rounds, full, cheap, fallbacks, time.perf_counter() - t0,
+    )
     return Z

@@ -248,9 +248,12 @@ def _append(pool_s, pool_v, pool_g, start, length, cap, row, slot, val, gen, top
 def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
     """Slide every live row down to the pool front (cap = live + 1/8). Returns new top."""
     order = np.argsort(start)
+    size = pool_s.shape[0]
     top = 0
     for oi in range(n):
         row = order[oi]
+        # slack may not reach the next row's *old* start (it is not copied yet)
+        limit = start[order[oi + 1]] if oi + 1 < n else size
         if not active[row]:
             length[row] = 0
             cap[row] = 0
@@ -267,7 +270,7 @@ def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
                 w += 1
         start[row] = top
         length[row] = w - top
-        cap[row] = length[row] + length[row] // 8 + 2
+        cap[row] = min(length[row] + length[row] // 8 + 2, max(limit - top, length[row]))
         top += cap[row]
     return top
 

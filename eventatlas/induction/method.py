@@ -159,10 +159,11 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, dataset: str, re
             rows += [_row(dataset, rep, cname, mk, mv, seed) for mk, mv in m.items()]
 
     # artifacts: embeddings at the stopping epoch, assignments, UMAP plot
-    emb_tab = pa.table({"mention_id": ids, "label": y,
-                        "F": [r.tolist() for r in emb["F"].astype(np.float32)],
-                        "Q": [r.tolist() for r in emb["Q"].astype(np.float32)],
-                        "K": [r.tolist() for r in emb["K"].astype(np.float32)]})
+    def vec(a: np.ndarray) -> pa.Array:
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        return pa.FixedSizeListArray.from_arrays(pa.array(a.ravel()), a.shape[1])
+
+    emb_tab = pa.table({"mention_id": ids, "label": y, "F": vec(emb["F"]), "Q": vec(emb["Q"]), "K": vec(emb["K"])})
     p = write_parquet(emb_tab, out_dir / "embeddings_unseen.parquet")
     arts.append({"kind": f"embeddings/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
     asg = {"mention_id": ids, "label": y, **{c.replace("/", "__").replace(":", "_"): v.astype(np.int64) for c, v in allparts.items()}}
@@ -224,4 +225,38 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, represen
         params["train"][rep]["config"] = summary["config"]
         params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["train_seconds"] for h in summary["history"]]))
     atomic_write_json(out_dir / "batch_attention_params.json", params)
+    return MethodResult(metrics=rows, artifacts=arts, params=params)
+
+
+def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, k_manifold: int | None = None,
+                   n_clusters: int | None = None, framenet_dir: str | Path | None = None, mapping: str | None = None,
+                   inputs: Sequence[str] = INPUTS, algorithms: Sequence[str] = ALGORITHMS, naming: bool = True,
+                   umap_plot: bool = True):
+    """Evaluate a finished training directory (``train_summary.json`` + epoch files) as ``run`` would:
+    used for runs trained in the background (same code path as ``run`` after ``Trainer.fit``)."""
+    import json
+
+    from ..methods.base import MethodResult
+    from .naming import read_mapping
+
+    run_dir, dataset_dir = Path(run_dir), Path(dataset_dir)
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    dataset, setting = settings_for(dataset_dir)
+    rep = summary["config"]["representation"]
+    mname = mapping or setting.get("mapping")
+    mp = None
+    if mname and mname != "identity":
+        mp = read_mapping(Path(mname) if Path(mname).is_absolute() else MAPPINGS_DIR / mname)
+    elif mname == "identity":
+        mp = {t: [t] for t in summary["unseen_types"]}
+    fn_dir = Path(framenet_dir) if framenet_dir else config.datasets_dir() / "framenet"
+    rows, arts = evaluate_trained(run_dir, summary, dataset=dataset, rep=rep, seed=seed, n_clusters=n_clusters,
+                                  k_manifold=k_manifold if k_manifold is not None else setting.get("k_manifold"),
+                                  inputs=inputs, algorithms=algorithms, model_id=summary["config"]["model_id"],
+                                  names=type_texts(dataset_dir) if naming else {}, mapping=mp, framenet_dir=fn_dir,
+                                  umap_plot=umap_plot)
+    params = {"method": NAME, "dataset": dataset, "representation": rep, "posthoc_evaluation": True,
+              **{k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch", "total_seconds",
+                                         "stop_counts", "trigger_fallbacks", "config")},
+              "seconds_per_epoch": float(np.mean([h["train_seconds"] for h in summary["history"]]))}
     return MethodResult(metrics=rows, artifacts=arts, params=params)

@@ -21,10 +21,14 @@ RULES = ("paper", "code")
 
 def attention_linkage(s: np.ndarray) -> np.ndarray:
     """Average-linkage tree on 1 - S. S is not symmetric: like sklearn with a precomputed matrix,
-    only the upper triangle (i < j) is read."""
+    only the upper triangle (i < j) is read. S is unbounded, so 1 - S can be negative; average
+    linkage commutes with adding a constant to every distance, so the distances are shifted to
+    start at 0 (same tree, and scipy rejects negative merge heights)."""
     n = s.shape[0]
     iu = np.triu_indices(n, k=1)
     d = (1.0 - s.astype(np.float64))[iu]
+    if d.size and d.min() < 0:
+        d = d - d.min()
     return linkage(d, method="average")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 import mwparserfromhell
@@ -41,9 +42,15 @@ BREAK_TAGS = {"br", "hr"}
 # Candidate pre-scan: raw link targets ([[Target...]] and, for Wikinews, {{w|Target...}}).
 _WIKILINK_TARGET = re.compile(r"\[\[\s*([^\[\]|\n{}]*)")
 _W_TEMPLATE_TARGET = re.compile(r"\{\{\s*[wW]\s*\|\s*([^|{}\n]*)")
+# Bold/italic quote runs. MediaWiki closes them at each line end; mwparserfromhell lets an
+# unbalanced run swallow text across paragraphs (and across a <ref>). The renderer keeps only
+# their contents anyway, so they are removed before parsing, in every path alike.
+_QUOTE_RUNS = re.compile(r"'{2,}")
 _TEXT_NOISE = re.compile(r"'{2,}|<ref[^>]*/>|<ref[^>]*>.*?</ref>|</?ref[^>]*>", re.S | re.I)
 _PARA_SPLIT = re.compile(r"\n[ \t]*\n")
-_BLOCK_TOKENS = re.compile(r"\{\{|\}\}|^\{\||^\|\}|<!--|\n[ \t]*\n", re.M)
+_HTML_BLOCK = r"(?:blockquote|div|gallery|ref|poem|center|references|timeline|math|pre|syntaxhighlight|source|score|imagemap|table|span|small|big|nowiki|code|chem|graph|mapframe|font|p|ul|ol|li|dl)"
+_BLOCK_TOKENS = re.compile(r"\{\{|\}\}|^\{\||^\|\}|<!--|\n[ \t]*\n|<" + _HTML_BLOCK + r"\b[^<>]*?(?<!/)>|</" + _HTML_BLOCK + r"\s*>",
+                           re.M | re.I)
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Link:
     para_idx: int
 
 
+@lru_cache(maxsize=1 << 17)
 def classify_target(raw: str, wikinews: bool = False) -> str | None:
     """Normalised article title a link target denotes, or None for files/categories/interwiki."""
     t = raw.strip()
@@ -208,15 +216,15 @@ def harvest_full(wikitext: str, targets: set[str] | None, *, wikinews: bool = Fa
     """Reference harvester: parse the whole page with mwparserfromhell."""
     out: list[str] = []
     spans: list = []
-    render_nodes(mwparserfromhell.parse(wikitext).nodes, out, spans, wikinews, targets)
+    render_nodes(mwparserfromhell.parse(_QUOTE_RUNS.sub("", wikitext)).nodes, out, spans, wikinews, targets)
     links, _, _ = _paragraphs_of_render("".join(out), spans, 0, wikinews)
     return links
 
 
 def top_level_blocks(wikitext: str) -> list[str]:
-    """Split raw wikitext at blank lines that lie outside templates, tables and comments."""
+    """Split raw wikitext at blank lines that lie outside templates, tables, comments and HTML blocks."""
     blocks: list[str] = []
-    depth_tpl = depth_tbl = 0
+    depth_tpl = depth_tbl = depth_html = 0
     last = 0
     i = 0
     n = len(wikitext)
@@ -237,7 +245,11 @@ def top_level_blocks(wikitext: str) -> list[str]:
             end = wikitext.find("-->", m.end())
             i = n if end < 0 else end + 3
             continue
-        elif depth_tpl == 0 and depth_tbl == 0:  # blank line at top level
+        elif tok.startswith("</"):
+            depth_html = max(0, depth_html - 1)
+        elif tok.startswith("<"):
+            depth_html += 1
+        elif depth_tpl == 0 and depth_tbl == 0 and depth_html == 0:  # blank line at top level
             blocks.append(wikitext[last:m.start()])
             last = m.end()
         i = m.end()
@@ -259,6 +271,90 @@ def candidate_targets(wikitext: str, *, wikinews: bool = False) -> set[str]:
     return found
 
 
+_HIDDEN_TOKENS = re.compile(r"\{\{|\}\}|<ref\b[^<>]*?/>|<ref\b[^<>]*>|</ref\s*>|<!--|-->", re.I)
+
+
+def visible_text(block: str) -> str | None:
+    """The block without templates, refs and comments (what the renderer can show as links);
+    None when the braces/tags do not balance (then the caller must parse to be sure)."""
+    out, last = [], 0
+    tpl = ref = 0
+    com = False
+    for m in _HIDDEN_TOKENS.finditer(block):
+        tok = m.group()
+        if com:
+            if tok == "-->":
+                com = False
+                last = m.end()
+            continue
+        hidden = tpl > 0 or ref > 0
+        if not hidden:
+            out.append(block[last:m.start()])
+        if tok == "<!--":
+            com = True
+        elif tok == "{{":
+            tpl += 1
+        elif tok == "}}":
+            if tpl == 0:
+                return None
+            tpl -= 1
+        elif tok.startswith("</"):
+            if ref == 0:
+                return None
+            ref -= 1
+        elif tok.startswith("<ref") and not tok.endswith("/>"):
+            ref += 1
+        last = m.end()
+    if tpl or ref or com:
+        return None
+    out.append(block[last:])
+    return "".join(out)
+
+
+_SIMPLE_LINK = re.compile(r"\[\[([^\[\]\n{}<>|]*)(?:\|([^\[\]\n]*))?\]\]")
+_NOT_SIMPLE = re.compile(r"[<>{}&\[\]]|^=|''|__|~~~|https?:|\n[ \t]*\n", re.M)
+
+
+def _render_simple(vis: str, targets: set[str] | None) -> tuple[str, list] | None:
+    """Render a block that is plain text plus plain wikilinks without mwparserfromhell.
+
+    Returns None (the caller parses) as soon as anything else appears: tags, templates,
+    entities, external links, headings, quotes, stray brackets. For what it accepts it
+    follows :func:`render_nodes` exactly (checked against full parses on real pages)."""
+    out: list[str] = []
+    spans: list = []
+    pos = 0
+    last = 0
+    for m in _SIMPLE_LINK.finditer(vis):
+        gap = vis[last:m.start()]
+        if _NOT_SIMPLE.search(gap):
+            return None
+        out.append(gap)
+        pos += len(gap)
+        last = m.end()
+        raw_title, text = m.group(1), m.group(2)
+        target = classify_target(raw_title)
+        if target is None:
+            continue  # files, categories, interwiki: dropped, as the renderer does
+        if text is not None and _NOT_SIMPLE.search(text):
+            return None
+        if text is not None and text.strip():
+            anchor = text.replace("\n", " ").strip()
+        else:
+            anchor = raw_title.strip().lstrip(":").split("#", 1)[0].strip()
+        if not anchor:
+            continue
+        out.append(anchor)
+        if targets is None or target in targets:
+            spans.append((pos, pos + len(anchor), target, anchor))
+        pos += len(anchor)
+    tail = vis[last:]
+    if _NOT_SIMPLE.search(tail):
+        return None
+    out.append(tail)
+    return "".join(out), spans
+
+
 def harvest(wikitext: str, targets: set[str] | None, *, wikinews: bool = False) -> list[Link]:
     """Same links as :func:`harvest_full`, parsing only blocks that hold a candidate link."""
     if targets is not None:
@@ -271,11 +367,24 @@ def harvest(wikitext: str, targets: set[str] | None, *, wikinews: bool = False) 
     pending: list[str] = []  # blocks without candidates: only their paragraph count matters
     for block in top_level_blocks(wikitext):
         has = "[[" in block or (wikinews and "{{" in block)
-        if has and (targets is None or candidate_targets(block, wikinews=wikinews) & targets):
-            out: list[str] = []
-            spans: list = []
-            render_nodes(mwparserfromhell.parse(block).nodes, out, spans, wikinews, targets)
-            got, _, para_idx_new = _paragraphs_of_render("".join(out), spans, para_idx, wikinews)
+        vis = None
+        if has and not wikinews:
+            # links inside templates, refs and comments never render: look at the rest only
+            vis = visible_text(_QUOTE_RUNS.sub("", block))
+            if targets is not None:
+                has = candidate_targets(block if vis is None else vis) & targets
+        elif has and targets is not None:
+            has = candidate_targets(block, wikinews=True) & targets
+        if has:
+            simple = _render_simple(vis, targets) if vis is not None else None
+            if simple is not None:
+                text, spans = simple
+            else:
+                out: list[str] = []
+                spans = []
+                render_nodes(mwparserfromhell.parse(_QUOTE_RUNS.sub("", block)).nodes, out, spans, wikinews, targets)
+                text = "".join(out)
+            got, _, para_idx_new = _paragraphs_of_render(text, spans, para_idx, wikinews)
             links.extend(got)
             para_idx = para_idx_new
         else:
@@ -296,7 +405,7 @@ def _count_paras_cheap(block: str) -> int:
 def paragraphs(wikitext: str, *, wikinews: bool = False) -> list[str]:
     """All prose paragraphs of a page as plain text (used for descriptions and documents)."""
     out: list[str] = []
-    render_nodes(mwparserfromhell.parse(wikitext).nodes, out, None, wikinews, None)
+    render_nodes(mwparserfromhell.parse(_QUOTE_RUNS.sub("", wikitext)).nodes, out, None, wikinews, None)
     _, paras, _ = _paragraphs_of_render("".join(out), [], 0, wikinews)
     return paras
 

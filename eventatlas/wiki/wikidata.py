@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -38,6 +38,7 @@ KNOWN_VALUE_TYPES = {"wikibase-entityid", "time", "globecoordinate", "quantity",
 # substring pre-filter (bytes): spatial AND temporal keys as they appear in "claims"
 _SPATIAL_KEYS = tuple(f'"{p}"'.encode() for p in SPATIAL_PROPS)
 _TEMPORAL_KEYS = tuple(f'"{p}"'.encode() for p in TEMPORAL_PROPS)
+_SPATIAL_SEARCH = tuple(f'"{p}'.encode() for p in SPATIAL_PROPS)  # no closing quote: see _block_is_regular
 _TIME_RE = re.compile(r"^([+-])0*(\d+)(-\d\d-\d\dT\d\d:\d\d:\d\dZ)$")
 
 
@@ -63,7 +64,7 @@ class EventRecord:
     coordinates: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # shallow: fields are plain lists/dicts/str (asdict deep-copies, slowly)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EventRecord":
@@ -189,9 +190,29 @@ def extract_event(ent: dict, languages: Iterable[str] | None = None, *, rejects:
     )
 
 
+# After a property key: ':' then a list; a list of snaks (qualifiers, references) starts with
+# {"snaktype" while a claim's statement list never does (statements have no "snaktype").
+_SNAK_LIST = re.compile(rb'\s*:\s*\[\s*\{\s*"snaktype"')
+_KEY_FOLLOW = re.compile(rb"\s*:")
+
+
+def _has_statement(line: bytes, key: bytes) -> bool:
+    """Whether ``key`` (e.g. b'"P585"') occurs as a claims key, not only in qualifiers/references or as a value.
+
+    Conservative: anything not provably a snak list counts, so it never drops an event.
+    """
+    i = line.find(key)
+    while i >= 0:
+        j = i + len(key)
+        if _KEY_FOLLOW.match(line, j) and not _SNAK_LIST.match(line, j):
+            return True
+        i = line.find(key, j)
+    return False
+
+
 def prefilter(line: bytes) -> bool:
-    """Cheap necessary condition for an event line (substring checks only)."""
-    return any(k in line for k in _SPATIAL_KEYS) and any(k in line for k in _TEMPORAL_KEYS)
+    """Cheap necessary condition for an event line: a spatial and a temporal claim key."""
+    return any(_has_statement(line, k) for k in _SPATIAL_KEYS) and any(_has_statement(line, k) for k in _TEMPORAL_KEYS)
 
 
 @dataclass
@@ -237,6 +258,85 @@ def scan_lines(lines: Iterable[bytes], *, source: str, languages: Iterable[str] 
         if rec is not None:
             events.append(rec.to_dict())
     return ScanResult(events, rej.rows, n, nbytes, parsed)
+
+
+def _statement_rx(keys) -> re.Pattern:
+    """A property key used as a claims key: followed by a list whose first object is not a snak."""
+    alt = b"|".join(re.escape(k) for k in keys)
+    return re.compile(b"(?:" + alt + rb')\s*:\s*\[\s*\{\s*"(?!snaktype")')
+
+
+_SPATIAL_RX = _statement_rx(_SPATIAL_KEYS)
+_TEMPORAL_RX = _statement_rx(_TEMPORAL_KEYS)
+
+
+def _fast_prefilter(line: bytes) -> bool:
+    """Temporal claim key present (the caller found a spatial one with ``_SPATIAL_RX``)."""
+    return _TEMPORAL_RX.search(line) is not None
+
+
+def _scan_buffer(buf, start: int, end: int, base: int, out: "ScanResult", rej: Rejects, langs, source: str) -> None:
+    """Scan the whole lines in ``buf[start:end]`` (bytes or mmap); ``base`` maps positions to stream offsets."""
+    search = _SPATIAL_RX.search
+    m = search(buf, start, end)
+    while m:
+        st = buf.rfind(b"\n", start, m.start()) + 1
+        st = max(st, start)
+        en = buf.find(b"\n", m.end(), end)
+        if en < 0:
+            en = end
+        line = buf[st:en].rstrip()
+        if line.endswith(b","):
+            line = line[:-1]
+        if _fast_prefilter(line):
+            out.parsed += 1
+            loc = f"byte {base + st}"
+            try:
+                ent = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                rej.add(source, loc, "bad_json", str(e), line[:200].decode("utf-8", "replace"))
+                ent = None
+            if ent is not None:
+                if not isinstance(ent, dict):
+                    rej.add(source, loc, "malformed_line", "not a JSON object", line[:200].decode("utf-8", "replace"))
+                else:
+                    rec = extract_event(ent, langs, rejects=rej, source=source, location=loc)
+                    if rec is not None:
+                        out.events.append(rec.to_dict())
+        m = search(buf, en, end)
+    out.bytes += end - start
+
+
+def scan_blocks(blocks: Iterable[bytes], *, source: str, languages: Iterable[str] | None, dataset: str = "wikievents",
+                strict: bool = False) -> ScanResult:
+    """Scan blocks of whole dump lines.
+
+    Fast mode: one regex pass over the block finds spatial claim keys at C speed (a literal
+    prefix scan); only the lines around a hit are examined and parsed, so a broken line is
+    rejected (``bad_json``, located by decompressed byte offset) exactly when it could hold
+    an event, and lines that cannot be events are never looked at. ``strict=True`` checks
+    every line instead (``malformed_line`` for anything that is not one JSON object per line,
+    located by line number) at per-line speed.
+    """
+    langs = None if languages is None else tuple(languages)
+    out = ScanResult([], [])
+    rej = Rejects(dataset)
+    line0 = 1
+    base = 0
+    for block in blocks:
+        if not block:
+            continue
+        if strict:
+            if block.endswith(b"\n"):
+                block = block[:-1]
+            r = scan_lines(block.split(b"\n"), source=source, languages=langs, first_line=line0, dataset=dataset)
+            out = out.merge(r)
+            line0 += r.lines
+            continue
+        _scan_buffer(block, 0, len(block), base, out, rej, langs, source)
+        base += len(block)
+    out.rejects.extend(rej.rows)
+    return out
 
 
 class DumpError(InputError):
@@ -380,8 +480,9 @@ def plan_shards(path: str | os.PathLike, n: int) -> list[Shard]:
     path = Path(path)
     size = path.stat().st_size
     name = path.name
-    if n <= 1 or name.endswith(".gz"):
+    if name.endswith(".gz") or (n <= 1 and name.endswith(".bz2")):
         return [Shard(str(path), 0, size, "whole")]
+    n = max(1, n)
     if name.endswith(".bz2"):
         offs = _verify_stream_starts(path, bz2_stream_offsets(path))
         if len(offs) < 2:
@@ -412,85 +513,162 @@ def _iter_stream(f, start: int, end: int) -> Iterator[bytes]:
         raise EOFError(f"bz2 stream at byte {start} ended before its end-of-stream marker")
 
 
-def _shard_lines(shard: Shard) -> Iterator[bytes]:
-    """Lines that *start* inside the shard (the last one completed from the following data)."""
+BLOCK = 8 << 20  # bytes of decompressed JSON handled per block
+
+
+def iter_dump_blocks(path: str | os.PathLike, block: int = BLOCK) -> Iterator[bytes]:
+    """Blocks of whole lines of a (compressed) dump; a damaged stream raises :class:`InputError`."""
+    path = Path(path)
+    f = open_dump(path)
+    carry = b""
+    nread = 0
+    try:
+        while True:
+            try:
+                buf = f.read(block)
+            except (EOFError, OSError, ValueError) as e:
+                raise DumpError(path, f"decompressed byte {nread}", f"corrupt or truncated compressed stream ({type(e).__name__}: {e})") from e
+            if not buf:
+                break
+            nread += len(buf)
+            data = carry + buf
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                yield data[:cut]
+                carry = data[cut:]
+            else:
+                carry = data
+        if carry:
+            yield carry
+    finally:
+        f.close()
+
+
+def _lines_to_blocks(chunks: Iterator[bytes], block: int = BLOCK) -> Iterator[bytes]:
+    buf = []
+    size = 0
+    for c in chunks:
+        buf.append(c)
+        size += len(c)
+        if size >= block:
+            yield b"".join(buf)
+            buf, size = [], 0
+    if buf:
+        yield b"".join(buf)
+
+
+def _shard_blocks(shard: Shard) -> Iterator[bytes]:
+    """Blocks of the lines that *start* inside the shard (the last one completed from the following data)."""
     path = Path(shard.path)
     if shard.kind == "whole":
-        yield from iter_dump_lines(path)
+        yield from iter_dump_blocks(path)
         return
     with open(path, "rb") as f:
         if shard.kind == "plain":
-            f.seek(max(0, shard.start - 1))
+            pos = shard.start
             if shard.start > 0:
+                f.seek(shard.start - 1)
                 f.readline()  # finish the line that began before us (owned by the previous shard)
-            while f.tell() < shard.end:
-                line = f.readline()
-                if not line:
+                pos = f.tell()
+            while pos < shard.end:
+                buf = f.read(min(BLOCK, shard.end - pos))
+                if not buf:
                     break
-                yield line
+                pos += len(buf)
+                if not buf.endswith(b"\n"):
+                    buf += f.readline()  # complete the last line (may run past our end)
+                    pos = f.tell()
+                yield buf
             return
-        offs = list(shard.streams)
-        mine = [i for i, o in enumerate(offs[:-1]) if shard.start <= o < shard.end]
-        need_skip = False
-        if mine and mine[0] > 0:  # our first line is whole only if the previous stream ended a line
-            prev = b"".join(_iter_stream(f, offs[mine[0] - 1], offs[mine[0]]))
-            need_skip = not prev.endswith(b"\n")
-        buf = b""
-        for i in mine:
-            for out in _iter_stream(f, offs[i], offs[i + 1]):
-                buf += out
-                if b"\n" not in out:
-                    continue
-                lines = buf.split(b"\n")
-                buf = lines.pop()
-                for l in lines:
-                    if need_skip:
-                        need_skip = False
-                        continue
-                    yield l + b"\n"
-        if buf and not need_skip:
-            j = mine[-1] + 1 if mine else len(offs) - 1
-            while j < len(offs) - 1:  # finish the line straddling into the next shard's streams
-                rest = b"".join(_iter_stream(f, offs[j], offs[j + 1]))
-                nl = rest.find(b"\n")
-                if nl >= 0:
-                    buf += rest[: nl + 1]
-                    break
-                buf += rest
-                j += 1
-            yield buf
+        yield from _lines_to_blocks(_bz2_shard_pieces(f, shard))
 
 
-def scan_shard(shard: Shard, languages: Iterable[str] | None = None, dataset: str = "wikievents") -> ScanResult:
+def _bz2_shard_pieces(f, shard: Shard) -> Iterator[bytes]:
+    """Whole-line pieces of a multi-stream bz2 shard."""
+    offs = list(shard.streams)
+    mine = [i for i, o in enumerate(offs[:-1]) if shard.start <= o < shard.end]
+    need_skip = False
+    if mine and mine[0] > 0:  # our first line is whole only if the previous stream ended a line
+        prev = b"".join(_iter_stream(f, offs[mine[0] - 1], offs[mine[0]]))
+        need_skip = not prev.endswith(b"\n")
+    buf = b""
+    for i in mine:
+        for out in _iter_stream(f, offs[i], offs[i + 1]):
+            buf += out
+            cut = buf.rfind(b"\n") + 1
+            if not cut:
+                continue
+            piece, buf = buf[:cut], buf[cut:]
+            if need_skip:
+                piece = piece[piece.find(b"\n") + 1:]
+                need_skip = False
+            if piece:
+                yield piece
+    if buf and not need_skip:
+        j = mine[-1] + 1 if mine else len(offs) - 1
+        while j < len(offs) - 1:  # finish the line straddling into the next shard's streams
+            rest = b"".join(_iter_stream(f, offs[j], offs[j + 1]))
+            nl = rest.find(b"\n")
+            if nl >= 0:
+                buf += rest[: nl + 1]
+                break
+            buf += rest
+            j += 1
+        yield buf
+
+
+def scan_shard(shard: Shard, languages: Iterable[str] | None = None, dataset: str = "wikievents", strict: bool = False) -> ScanResult:
     """Scan one shard; run in a worker process (pure function of its arguments)."""
     path = Path(shard.path)
+    if shard.kind == "plain" and not strict:
+        return _scan_plain_mmap(shard, languages, dataset)
+
     def gen():
         try:
-            yield from _shard_lines(shard)
+            yield from _shard_blocks(shard)
         except (EOFError, OSError) as e:
-            raise _stream_error(path, e, -1) from e
+            raise DumpError(path, f"shard {shard.index} (bytes {shard.start}-{shard.end})",
+                            f"corrupt or truncated compressed stream ({type(e).__name__}: {e})") from e
 
-    res = scan_lines(gen(), source=path.name, languages=languages, first_line=1, dataset=dataset)
+    res = scan_blocks(gen(), source=path.name, languages=languages, dataset=dataset, strict=strict)
     if shard.kind != "whole":  # line numbers restart per shard: make locations unambiguous
         for r in res.rejects:
             r["location"] = f"shard {shard.index} {r['location']}"
     return res
 
 
+def _scan_plain_mmap(shard: Shard, languages, dataset: str) -> ScanResult:
+    """Uncompressed shard: scan the memory-mapped file in place (no reads, no copies)."""
+    import mmap
+
+    path = Path(shard.path)
+    out = ScanResult([], [])
+    rej = Rejects(dataset)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        size = len(mm)
+        # own the lines that start in [start, end): same rule as the streaming reader
+        s0 = 0 if shard.start == 0 else (mm.find(b"\n", shard.start - 1) + 1 or size)
+        e0 = size if shard.end >= size else (mm.find(b"\n", shard.end - 1) + 1 or size)
+        if s0 < e0:
+            _scan_buffer(mm, s0, e0, 0, out, rej, None if languages is None else tuple(languages), path.name)
+    out.rejects.extend(rej.rows)
+    return out
+
+
 def scan_dump(path: str | os.PathLike, languages: Iterable[str] | None = None, *, workers: int = 1,
-              executor=None, dataset: str = "wikievents") -> ScanResult:
+              executor=None, dataset: str = "wikievents", strict: bool = False) -> ScanResult:
     """Scan a whole dump, sharded across ``workers`` processes (or a given executor's ``map``)."""
     shards = plan_shards(path, workers)
     langs = None if languages is None else list(languages)
     if len(shards) == 1:
-        return scan_shard(shards[0], langs, dataset)
+        return scan_shard(shards[0], langs, dataset, strict)
     if executor is None:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers) as ex:
-            parts = list(ex.map(scan_shard, shards, [langs] * len(shards), [dataset] * len(shards)))
+            parts = list(ex.map(scan_shard, shards, [langs] * len(shards), [dataset] * len(shards), [strict] * len(shards)))
     else:
-        parts = list(executor.map(scan_shard, shards, [langs] * len(shards), [dataset] * len(shards)))
+        parts = list(executor.map(scan_shard, shards, [langs] * len(shards), [dataset] * len(shards), [strict] * len(shards)))
     out = ScanResult([], [])
     for p in parts:
         out = out.merge(p)
