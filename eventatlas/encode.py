@@ -119,7 +119,7 @@ def resolve_precision(precision: str, device: str) -> str:
 
 
 @dataclass
-class _Item:
+class ModelInput:
     """One prepared model input: ids with specials, plus the pooling targets (positions)."""
 
     ids: list[int]
@@ -196,7 +196,7 @@ class Encoder:
             for c0 in range(0, len(sentences), self.chunk_size):
                 chunk = sentences[c0 : c0 + self.chunk_size]
                 enc = self.tokenizer(chunk, truncation=True, max_length=self.max_length, add_special_tokens=True, verbose=False)
-                items = [_Item(ids, [], []) for ids in enc["input_ids"]]
+                items = [ModelInput(ids, [], []) for ids in enc["input_ids"]]
                 out[c0 : c0 + len(chunk)] = self._run(items, "sentence", bar)
         return _l2(out) if normalize else out
 
@@ -213,13 +213,14 @@ class Encoder:
         if representation not in REPRESENTATIONS:
             raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {representation!r}")
         sentences = _as_str_list(sentences, "sentences")
-        starts, ends = [int(s) for s in starts], [int(e) for e in ends]
+        starts, ends = list(starts), list(ends)
         if not (len(sentences) == len(starts) == len(ends)):
             raise ValueError(f"lengths differ: {len(sentences)} sentences, {len(starts)} starts, {len(ends)} ends")
         for i, (s, a, b) in enumerate(zip(sentences, starts, ends)):
             reason = check_span(s, a, b)
             if reason:
                 raise ValueError(f"mention {i}: {reason}")
+        starts, ends = [int(a) for a in starts], [int(b) for b in ends]
         if representation == "mix":
             # Two passes (original and masked sentence) combined; alpha=0 / 1 skip the unused one.
             v_word = self.encode_mentions(sentences, starts, ends, "trigger") if alpha != 1 else 0.0
@@ -236,7 +237,7 @@ class Encoder:
 
     def prepare(
         self, sentences: Sequence[str], starts: Sequence[int], ends: Sequence[int], representation: str, offset: int = 0
-    ) -> list[_Item]:
+    ) -> list[ModelInput]:
         """Tokenize once (fast tokenizer, no truncation) and build windowed inputs with pooling targets.
 
         Public so tests and tools can inspect exactly which pieces a representation pools.
@@ -284,7 +285,7 @@ class Encoder:
                 tw = [words[j] for j in tgt if words[j] is not None]
                 w_lo, w_hi = min(tw) - WINDOW_WORDS, max(tw) + WINDOW_WORDS
                 window = [pos[j] for j in keep if words[j] is not None and w_lo <= words[j] <= w_hi]
-            items.append(_Item([ids[j] for j in order], target, window))
+            items.append(ModelInput([ids[j] for j in order], target, window))
         return items
 
     # ----------------------------------------------------------------- internals
@@ -308,7 +309,7 @@ class Encoder:
         self.forward_calls += 1
         return self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden_states)
 
-    def _run(self, items: list[_Item], representation: str, bar) -> np.ndarray:
+    def _run(self, items: list[ModelInput], representation: str, bar) -> np.ndarray:
         """Length-sorted, dynamically padded batches; results back in input order."""
         import torch
 
@@ -366,6 +367,8 @@ def check_span(sentence: Any, start: Any, end: Any) -> str | None:
         return "empty or missing sentence"
     if start is None or end is None:
         return "missing trigger offsets"
+    if isinstance(start, float) or isinstance(end, float) or not hasattr(start, "__index__") or not hasattr(end, "__index__"):
+        return f"trigger offsets must be integers, got {start!r}, {end!r}"
     if not (0 <= start < end <= len(sentence)):
         return f"trigger offsets [{start},{end}) outside sentence of length {len(sentence)}"
     if not sentence[start:end].strip():

@@ -4,10 +4,9 @@ from __future__ import annotations
 from prefect import flow
 
 from eventatlas import config
-from eventatlas.io import atomic_write_json
+from eventatlas.io import atomic_write_json, write_parquet
 from eventatlas.runinfo import code_version, device_info, new_run_id, utcnow
 from eventatlas.warehouse import metrics_table
-from eventatlas.io import write_parquet
 from tasks.common import data_fingerprint
 from tasks.evaluate import evaluate_task
 from tasks.publish import publish_task
@@ -16,6 +15,7 @@ from tasks.publish import publish_task
 @flow(name="evaluate")
 def evaluate(assignments: str, dataset: str, method: str = "external", representation: str | None = None,
              clustering: str | None = None, seed: int = 0) -> list[dict]:
+    """Score ``assignments`` (mention_id, cluster) against ``dataset``'s primary labels; one run published."""
     ddir = config.datasets_dir() / dataset
     started = utcnow().isoformat()
     rows = evaluate_task(assignments, str(ddir / "mentions.parquet"), dataset=dataset, method=method,

@@ -49,6 +49,16 @@ def _write_tiny_model(root, *, with_mask=True, seed=0):
     return root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One intra-op thread: the models here are tiny and the CI box is shared, where
+    oversubscribed OpenMP threads turn many small forward calls into scheduler waits."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return _write_tiny_model(tmp_path_factory.mktemp("tiny_bert"))
@@ -230,6 +240,10 @@ def test_bad_spans_are_named(enc):
         enc.encode_mentions(["a city", "the war"], [0, 5], [1, 9], "trigger")
     with pytest.raises(ValueError, match="mention 0: trigger span .* blank"):
         enc.encode_mentions(["the  war"], [3], [4], "trigger")
+    with pytest.raises(ValueError, match="mention 1: missing trigger offsets"):
+        enc.encode_mentions(["a city", "the war"], [0, None], [1, 7], "trigger")
+    with pytest.raises(ValueError, match="lengths differ"):
+        enc.encode_mentions(["a city", "the war"], [0], [1], "trigger")
     with pytest.raises(ValueError, match="representation"):
         enc.encode_mentions(["the war"], [4], [7], "cls")
 

@@ -240,3 +240,47 @@ def test_select_mentions_seen_unseen_ties_pos_and_subsample():
     assert a[2]["subsampled"] and a[2]["n_unseen_mentions"] == 9 and a[2]["n_mentions_clustered"] == 5
     sel, y, _ = select_mentions(t, k_seen=0, splits=["dev"], max_mentions=None)
     assert len(y) == 0  # the dev row is unlabelled
+
+
+def test_prefect_yaml_deployments():
+    import importlib
+
+    import yaml
+
+    from eventatlas import config
+    from eventatlas.ingest import load_registry
+
+    spec = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text())
+    assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory":
+                             {"directory": "{{ $EVENTATLAS_REPO }}"}}]
+    names = set()
+    for d in spec["deployments"]:
+        path, fn = d["entrypoint"].split(":")
+        assert (config.REPO_ROOT / path).exists(), path
+        flow_obj = getattr(importlib.import_module(path[:-3].replace("/", ".")), fn)
+        names.add(f"{flow_obj.name}/{d['name']}")
+        assert d["work_pool"]["name"] == "eventatlas-process"
+        assert d["schedules"] and all(s["cron"] and s["active"] is False for s in d["schedules"])
+        if flow_obj.name == "ingest":
+            assert d["parameters"]["name"] == d["name"]
+    assert "train-all/default" in names
+    assert {f"ingest/{n}" for n in load_registry()} <= names
+
+
+def test_not_applicable_dataset_is_skipped_not_failed(env):
+    from eventatlas import config
+    from eventatlas.io import DatasetWriter
+    from flows.train_all import train_all
+
+    # one event type only: nothing unseen to cluster
+    with DatasetWriter(config.datasets_dir() / "mono", "mono", tables=["mentions"]) as w:
+        for i in range(3):
+            s = f"They met on day {i}."
+            w.write("mentions", {"mention_id": f"m{i}", "dataset": "mono", "doc_id": "d", "sentence": s,
+                                 "trigger_start": 5, "trigger_end": 8, "trigger": "met", "labels": ["Meet"]})
+        w.commit()
+    out = train_all(datasets=["mono"], params=_untuned(env))
+    assert out["skipped"] and not out["failed"]
+    r = Warehouse().query("SELECT status, error FROM runs WHERE run_id = ?", [out["skipped"][0]])
+    assert r.status.tolist() == ["skipped"] and "1 unseen types" in r.error[0]
+    assert Warehouse().query("SELECT count(*) AS n FROM metrics WHERE dataset = 'mono'").n[0] == 0

@@ -6,9 +6,13 @@ w_ij = exp(-max(0, d_ij - rho_i) / sigma_i) exactly as the dense
 :mod:`eventatlas.cluster.manifold` (it reuses that module's rho/sigma block
 functions on compact (rows x (k-1)) blocks, so the formulas cannot drift), but
 stored as CSR (N*(k-1) entries instead of N^2). Distances are the dense path's:
-float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32. Neighbours
-come from :func:`eventatlas.cluster.knn.knn` (faiss exact by default) or a
-precomputed (indices, distances) pair.
+float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32 (for
+N <= 20,000; above, where no dense reference can run, faiss's float32 distances
+are used as they are, see :func:`knn_distances`). Neighbours come from
+:func:`eventatlas.cluster.knn.knn` (faiss exact by default, float32 search with
+a float64 re-ranking margin) or a precomputed (indices, distances) pair. Exact
+distance ties at the k-th neighbour (duplicate points) are broken by lower
+index here and arbitrarily (``argpartition``) in the dense path.
 
 Linkage. Average linkage on D = 1 - W where absent entries mean w = 0 (d = 1),
 computed by merging sparse rows: a numba port of fastcluster's NN-chain
@@ -30,9 +34,11 @@ deterministic, order: heights agree to 1e-15 and every cut with a threshold
 below 1 - 1e-12, or with at least as many clusters as there are merges at
 height ~1 + 1, gives the identical partition. Everything below is identical.
 
-Memory: CSR weights 8 bytes per entry, linkage rows 16 bytes per stored
-(symmetric) entry with up to 2x slack for stale entries. 118k x k=3000:
-~6-12 GB. Never N x N.
+Memory: CSR weights 8 bytes per kNN entry; the linkage row pool 16 bytes per
+stored (symmetric) entry plus 25% room for rows that grow (stale entries are
+dropped in place, and the pool is compacted when full; live entries never
+increase). 118k x k=3000 faithful: ~10 GB peak. Never N x N (except k = N,
+which :func:`maybe_cluster` checks against ``EVENTATLAS_MAX_DENSE_BYTES``).
 """
 from __future__ import annotations
 
@@ -77,18 +83,45 @@ def _unit_rows64(X) -> np.ndarray:
     return Xf
 
 
-def knn_distances(X, k: int, *, knn_result=None, backend: str = "auto", block: int | None = None, progress: bool = False):
+def knn_distances(
+    X,
+    k: int,
+    *,
+    knn_result=None,
+    backend: str = "auto",
+    block: int | None = None,
+    progress: bool = False,
+    exact_distances: bool | None = None,
+):
     """(indices (N, k-1) int64 sorted ascending per row, distances (N, k-1) float32), self excluded.
 
     Distances are recomputed in float64 for the selected pairs like the dense path
     (so equal neighbours give equal weights); ``knn_result`` = precomputed
     (indices, distances) from :func:`eventatlas.cluster.knn.knn` (self in column 0).
+
+    ``exact_distances`` (default: N <= 20,000, where a dense reference can run): the
+    float64 re-ranking gathers k rows of d floats per point (N*k*d*8 bytes of memory
+    traffic, ~1 TB at 118k x 3000); without it the float32 search distances are
+    used as they are (error ~1e-7, neighbours tied at that level may swap).
     """
     Y = _unit_rows64(X)
     n = Y.shape[0]
     if not 2 <= k <= n:
         raise ValueError(f"k (n_neighbours, self included) must be in [2, N={n}], got {k}")
-    refine = knn_result is None
+    if exact_distances is None:
+        exact_distances = n <= 20_000
+    refine = knn_result is None and exact_distances
+    if knn_result is None and not exact_distances:
+        knn_result = _knn(Y.astype(np.float32), k, backend=backend, normalize=False, progress=progress)
+        I, Dk = knn_result
+        del knn_result
+        nb = np.ascontiguousarray(I[:, 1:k], dtype=np.int32)
+        D = np.clip(Dk[:, 1:k], 0.0, 2.0)
+        del I, Dk
+        srt = np.argsort(nb, axis=1, kind="stable")  # the dense path's row (index) order
+        nb = np.take_along_axis(nb, srt, axis=1)
+        D = np.take_along_axis(D, srt, axis=1)
+        return nb, D
     if refine:
         # float32 search can swap neighbours whose distances differ by ~1e-7; fetch a
         # margin, re-rank in float64 and re-do rows whose margin is not conclusive.
@@ -565,3 +598,39 @@ def manifold_cluster(
         return np.zeros(1, dtype=np.int64)
     Z = manifold_linkage(X, k, symmetrize=symmetrize, knn_result=knn_result, backend=backend, progress=progress, **weight_kw)
     return cut(Z, n_clusters=n_clusters, distance_threshold=distance_threshold)
+
+
+# ------------------------------------------------------------------ dispatcher hook
+
+_SPARSE_KW = {"local_connectivity", "bandwidth", "n_iter", "max_n"}
+
+
+def maybe_cluster(X, n_clusters=None, *, distance_threshold=None, k=None, metric="cosine", symmetrize=False, **kw):
+    """Labels from the sparse manifold path when it applies, else None (use the dense path).
+
+    Applies to cosine features when k < N, or when N is above the dense ceiling
+    (``dense.max_dense_n``). Results equal the dense path's (bitwise-identical linkage;
+    see the module docstring for exact ties at distance 1).
+    """
+    from . import dense
+    from .guards import check_dense_budget
+
+    if metric != "cosine" or set(kw) - _SPARSE_KW:
+        return None
+    P = dense.as_points(X)
+    n = P.shape[0]
+    kk = n if k is None else k
+    if int(kk) != kk or kk < 2:
+        return None  # the dense path raises its own message
+    kk = int(min(kk, n))
+    if n < 3 or not (kk < n or n > dense.max_dense_n(kw.get("max_n"))):
+        return None
+    if (n_clusters is None) == (distance_threshold is None):
+        raise ValueError("manifold: give exactly one of n_clusters or distance_threshold")
+    if n_clusters is not None and not 1 <= n_clusters <= n:
+        raise ValueError(f"n_clusters must be in [1, N={n}], got {n_clusters!r}")
+    if kk == n:  # k = N on a large N is an N x N computation in sparse clothing
+        check_dense_budget(n, 40.0 * (n - 1) / n, "manifold (k = N)")
+    wkw = {key: kw[key] for key in ("local_connectivity", "bandwidth", "n_iter") if key in kw}
+    Z = manifold_linkage(P, kk, symmetrize=symmetrize, progress=n >= 50_000, **wkw)
+    return dense.cut(Z, n_clusters, distance_threshold)

@@ -14,6 +14,7 @@ breaks anyway) and only blocks holding a candidate are parsed.
 """
 from __future__ import annotations
 
+import html.entities as html_entities
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -161,6 +162,8 @@ def render_nodes(nodes, out: list[str], spans: list | None, wikinews: bool, targ
             if tag == "nowiki":
                 emit(str(node.contents) if node.contents is not None else "")
                 continue
+            if node.wiki_markup in ("*", "#", ";", ":"):
+                emit(node.wiki_markup)  # list/indent markers stay, so list blocks are not prose
             if node.contents is not None:
                 render_nodes(node.contents.nodes, out, spans, wikinews, targets, pos)
         elif isinstance(node, Heading):
@@ -311,8 +314,35 @@ def visible_text(block: str) -> str | None:
     return "".join(out)
 
 
+_LIST_MARKS = ("*", "#", ":", ";")
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]\n{}<>|]*)(?:\|([^\[\]\n]*))?\]\]")
-_NOT_SIMPLE = re.compile(r"[<>{}&\[\]]|^=|''|__|~~~|https?:|\n[ \t]*\n", re.M)
+_NOT_SIMPLE = re.compile(r"[<>{}\[\]]|^=|^----|''|__|~~~|https?:", re.M)
+_HEADING_LINE = re.compile(r"^(={1,6})([^=\n<>{}\[\]&']+)\1(?=[ \t]*$)", re.M)
+_ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{0,31});")
+
+
+class _NotSimple(Exception):
+    pass
+
+
+def _entity(m: re.Match) -> str:
+    v = m.group(1)
+    if v[0] != "#":
+        cp = html_entities.name2codepoint.get(v)
+        return chr(cp) if cp is not None else m.group(0)  # unknown names stay text, as in mwparserfromhell
+    cp = int(v[2:], 16) if v[1] in "xX" else int(v[1:])
+    if not (0 < cp <= 0x10FFFF) or 0xD800 <= cp <= 0xDFFF:
+        raise _NotSimple  # let the parser decide on odd code points
+    return chr(cp)
+
+
+def _simple_piece(t: str) -> str:
+    """Headings -> paragraph breaks, entities -> characters; raises _NotSimple on other markup."""
+    if "=" in t:
+        t = _HEADING_LINE.sub(PARA_BREAK, t)
+    if _NOT_SIMPLE.search(t):
+        raise _NotSimple
+    return _ENTITY.sub(_entity, t) if "&" in t else t
 
 
 def _render_simple(vis: str, targets: set[str] | None) -> tuple[str, list] | None:
@@ -325,33 +355,33 @@ def _render_simple(vis: str, targets: set[str] | None) -> tuple[str, list] | Non
     spans: list = []
     pos = 0
     last = 0
-    for m in _SIMPLE_LINK.finditer(vis):
-        gap = vis[last:m.start()]
-        if _NOT_SIMPLE.search(gap):
-            return None
-        out.append(gap)
-        pos += len(gap)
-        last = m.end()
-        raw_title, text = m.group(1), m.group(2)
-        target = classify_target(raw_title)
-        if target is None:
-            continue  # files, categories, interwiki: dropped, as the renderer does
-        if text is not None and _NOT_SIMPLE.search(text):
-            return None
-        if text is not None and text.strip():
-            anchor = text.replace("\n", " ").strip()
-        else:
-            anchor = raw_title.strip().lstrip(":").split("#", 1)[0].strip()
-        if not anchor:
-            continue
-        out.append(anchor)
-        if targets is None or target in targets:
-            spans.append((pos, pos + len(anchor), target, anchor))
-        pos += len(anchor)
-    tail = vis[last:]
-    if _NOT_SIMPLE.search(tail):
+    try:
+        for m in _SIMPLE_LINK.finditer(vis):
+            gap = _simple_piece(vis[last:m.start()])
+            out.append(gap)
+            pos += len(gap)
+            last = m.end()
+            raw_title, text = m.group(1), m.group(2)
+            target = classify_target(raw_title)
+            if target is None:
+                continue  # files, categories, interwiki: dropped, as the renderer does
+            if text is not None:
+                if not text.strip() or "=" in text or "\n" in text:
+                    return None  # (empty: maybe a template visible_text removed; let the parser decide)
+                anchor = _simple_piece(text).strip()
+            else:
+                if "&" in raw_title:
+                    return None
+                anchor = raw_title.strip().lstrip(":").split("#", 1)[0].strip()
+            if not anchor:
+                continue
+            out.append(anchor)
+            if targets is None or target in targets:
+                spans.append((pos, pos + len(anchor), target, anchor))
+            pos += len(anchor)
+        out.append(_simple_piece(vis[last:]))
+    except _NotSimple:
         return None
-    out.append(tail)
     return "".join(out), spans
 
 
@@ -367,6 +397,8 @@ def harvest(wikitext: str, targets: set[str] | None, *, wikinews: bool = False) 
     pending: list[str] = []  # blocks without candidates: only their paragraph count matters
     for block in top_level_blocks(wikitext):
         has = "[[" in block or (wikinews and "{{" in block)
+        if has and block.lstrip()[:1] in _LIST_MARKS and all(l.lstrip()[:1] in _LIST_MARKS for l in block.split("\n") if l.strip()):
+            has = False  # every line a list item: every rendered paragraph starts with a marker, none is prose
         vis = None
         if has and not wikinews:
             # links inside templates, refs and comments never render: look at the rest only
