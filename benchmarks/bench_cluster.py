@@ -150,7 +150,9 @@ def child(case: str, n: int, k: int | None, out: str) -> None:
         W = sm.umap_weights(nb, dist, progress=True)
         del nb, dist
         t_w = time.perf_counter() - t0
-        Z = sm.sparse_average_linkage(W, symmetrize=False)
+        pool, n_ = sm._pool_from_weights(W, False)
+        del W  # as manifold_linkage does: weights and row pool never both at peak
+        Z = sm._linkage_from_pool(pool, n_)
     elif case == "mdense":
         from eventatlas.cluster import dense
         from eventatlas.cluster import manifold as dm

@@ -573,11 +573,14 @@ def _truncate_npy(path: Path, n: int, d: int) -> None:
     """Rewrite a .npy in place to its first n rows (header + data)."""
     src = np.load(path, mmap_mode="r")
     tmp = path.with_name(path.name + ".trim")
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, d))
-    out[:] = src[:n]
-    out.flush()
-    del out, src
-    os.replace(tmp, path)
+    try:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, d))
+        out[:] = src[:n]
+        out.flush()
+        del out, src
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_embeddings(path: str | os.PathLike, mmap: bool = False) -> tuple[list[str], np.ndarray]:

@@ -41,10 +41,12 @@ def build_wikievents(backend: str = "dumps", dumps: dict | None = None, api: dic
                      languages: list[str] | None = None, wikinews_languages: list[str] | None = None,
                      params: dict[str, Any] | None = None, build_id: str | None = None, record: bool = True) -> dict:
     """Build one versioned wikievents dataset; dump dates are part of ``dumps["dates"]`` and recorded."""
-    out = out_dir or str(config.datasets_dir() / "wikievents")
+    # dataset "wikigrounding", not "wikievents": that name is the KAIROS WikiEvents reader's
+    out = out_dir or str(config.datasets_dir() / "wikigrounding")
     p = {**DEFAULT_PARAMS, **(params or {})}
     # the build runs in the flow; its shard maps (Wikidata scan, link harvest) become task runs
-    man = build(make_backend(backend, dumps, api), out, languages=list(languages or XLEL_LANGUAGES), params=p,
+    langs = list(languages or XLEL_LANGUAGES)
+    man = build(make_backend(backend, dumps, api, langs), out, languages=langs, params=p,
                 build_id=build_id, wikinews_languages=wikinews_languages,
                 executor=PrefectShardMap() if p.get("workers", 1) > 1 else None)
     if record:

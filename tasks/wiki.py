@@ -4,19 +4,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 
 
-def make_backend(backend: str, dumps: dict | None, api: dict | None):
-    """``backend="dumps"`` takes the dump layout dict; ``"api"`` the live-API backend's options (part B)."""
+def make_backend(backend: str, dumps: dict | None, api: dict | None, languages: list[str] | None = None):
+    """``backend="dumps"`` takes the dump layout dict; ``"api"`` the live-API backend's keyword options."""
     if backend == "dumps":
         from eventatlas.wiki.dumps import DumpBackend
 
-        return DumpBackend(dumps or {})
+        if not dumps or not dumps.get("wikidata"):
+            raise ValueError("backend='dumps' needs dumps={'wikidata': ..., 'wikipedia': {lang: {'xml', 'index'}}, ...}")
+        return DumpBackend(dumps)
     if backend == "api":
-        from eventatlas.wiki import api as api_mod  # part B's module
+        from eventatlas.wiki.api_backend import ApiBackend
 
-        return api_mod.ApiBackend(**(api or {}))
+        opts = dict(api or {})
+        opts.setdefault("languages", languages or ["en"])
+        return ApiBackend(**opts)
     raise ValueError(f"unknown backend {backend!r} (dumps | api)")
 
 

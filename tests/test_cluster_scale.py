@@ -178,6 +178,14 @@ def test_sparse_manifold_equals_dense(sym, n, k, noise, seed):
     np.testing.assert_array_equal(Zs, Zd)  # bitwise identical linkage
 
 
+def test_sparse_manifold_duplicates_and_knn_ties_equal_dense():
+    X = _mixture(150, 12, 6, 0.6, 8)
+    X[::5] = X[1::5]  # exact duplicates: ties at the k-th neighbour and weights of exactly 1
+    for sym in (False, True):
+        _, Zd = _dense_linkage(X, 10, sym)
+        np.testing.assert_array_equal(sm.manifold_linkage(X, 10, symmetrize=sym), Zd)
+
+
 def test_sparse_manifold_equals_sklearn_precomputed():
     X = _mixture(120, 16, 5, 1.0, 4)
     W = dense_manifold.manifold_weights(X, 30)

@@ -157,6 +157,9 @@ def test_views_and_versioned_diff(world_builds, tmp_path):
     assert m1["diff"]["previous_build_id"] is None and m2["diff"]["previous_build_id"] == "v1"
     assert m2["diff"]["mentions_removed"]["fr"] > 0 and m2["diff"]["mentions_added"].get("fr", 0) == 0
     assert json.loads((tmp_path / "latest.json").read_text())["build_id"] == "v2"
+    # the latest build is also the dataset's current tables (where views/embed/cluster look)
+    assert pq.read_table(tmp_path / "mentions.parquet").equals(pq.read_table(tmp_path / "builds" / "v2" / "mentions.parquet"))
+    assert json.loads((tmp_path / "manifest.json").read_text())["build_id"] == "v2"
     import duckdb
 
     from eventatlas.wiki.build import record_in_warehouse

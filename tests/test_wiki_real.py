@@ -1,7 +1,6 @@
 """Real data (../shared/data): the 2014 Wikidata excerpt, real pages-articles XML and real wikitext."""
 from __future__ import annotations
 
-import bz2
 import re
 
 import orjson
@@ -10,7 +9,7 @@ import pytest
 from conftest import shared_path
 from eventatlas.wiki import wikidata as W
 from eventatlas.wiki.dumps import DumpBackend
-from eventatlas.wiki.links import all_article_links, classify_target, harvest, harvest_full, link_key
+from eventatlas.wiki.links import all_article_links, candidate_targets, classify_target, harvest, harvest_full, link_key
 
 pytestmark = pytest.mark.shared_data
 
@@ -50,6 +49,15 @@ def test_real_pages_articles_xml_parses():
     targets = {"Treaty of Paris (1783)", "Battles of Lexington and Concord", "Siege of Yorktown"}
     assert link_key(harvest(arw.wikitext, targets)) == link_key(harvest_full(arw.wikitext, targets))
     assert len(harvest(arw.wikitext, targets)) >= 3
+    # every article, an event-like target set (titles with a year or a number): fast path == full parse
+    arts = [pg for pg in pages if pg.ns == 0 and not pg.is_redirect]
+    targets = {t for pg in arts for t in candidate_targets(pg.wikitext) if re.search(r"\d", t)}
+    n = 0
+    for pg in arts:
+        fast = harvest(pg.wikitext, targets)
+        assert link_key(fast) == link_key(harvest_full(pg.wikitext, targets)), pg.title
+        n += len(fast)
+    assert n > 300
     reds = [pg for pg in pages if pg.is_redirect]
     assert reds and all(pg.redirect_to for pg in reds)
 

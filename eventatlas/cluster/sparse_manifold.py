@@ -6,13 +6,12 @@ w_ij = exp(-max(0, d_ij - rho_i) / sigma_i) exactly as the dense
 :mod:`eventatlas.cluster.manifold` (it reuses that module's rho/sigma block
 functions on compact (rows x (k-1)) blocks, so the formulas cannot drift), but
 stored as CSR (N*(k-1) entries instead of N^2). Distances are the dense path's:
-float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32 (for
-N <= 20,000; above, where no dense reference can run, faiss's float32 distances
-are used as they are, see :func:`knn_distances`). Neighbours come from
-:func:`eventatlas.cluster.knn.knn` (faiss exact by default, float32 search with
-a float64 re-ranking margin) or a precomputed (indices, distances) pair. Exact
-distance ties at the k-th neighbour (duplicate points) are broken by lower
-index here and arbitrarily (``argpartition``) in the dense path.
+float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32, neighbours
+chosen by the same ``np.argpartition`` call (so even exact ties at the k-th
+neighbour resolve identically) - for N <= 20,000. Above that, where no dense
+reference can run, neighbours and float32 distances come from faiss's exact
+search (:func:`eventatlas.cluster.knn.knn`; distance error ~1e-7). A precomputed
+(indices, distances) pair can be passed instead.
 
 Linkage. Average linkage on D = 1 - W where absent entries mean w = 0 (d = 1),
 computed by merging sparse rows: a numba port of fastcluster's NN-chain
@@ -66,10 +65,6 @@ __all__ = [
 ]
 
 
-_KNN_MARGIN = 16  # extra float32 candidates fetched per row for the float64 re-ranking
-_KNN_SLACK = 1e-5  # > twice the float32 search error of a cosine distance
-
-
 def _unit_rows64(X) -> np.ndarray:
     Xf = np.array(X, dtype=np.float64)
     if Xf.ndim != 2:
@@ -81,6 +76,36 @@ def _unit_rows64(X) -> np.ndarray:
     norms[norms == 0.0] = 1.0  # dense path's convention: zero rows stay zero (distance 1)
     Xf /= norms[:, None]
     return Xf
+
+
+def _exact_rows(Y: np.ndarray, k: int, progress: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Exact kNN lists computed exactly like the dense path (bitwise-equal distances).
+
+    Row blocks of float64 ``Y @ Y.T`` (same block height as the dense path), 1 - dot
+    clipped to [0, 2], float32; self excluded; the k - 1 nearest chosen with the same
+    ``np.argpartition`` call (row-independent, so ties resolve identically). O(N^2 d)
+    time, O(block * N) memory.
+    """
+    n = Y.shape[0]
+    nb = np.empty((n, k - 1), dtype=np.int32)
+    D = np.empty((n, k - 1), dtype=np.float32)
+    step = max(1, (8 << 20) // max(n, 1))
+    for r0 in tqdm(range(0, n, step), desc="exact kNN rows", unit="block", disable=not progress):
+        G = Y[r0 : r0 + step] @ Y.T
+        np.subtract(1.0, G, out=G)
+        np.clip(G, 0.0, 2.0, out=G)
+        blk = G.astype(np.float32)
+        rows = np.arange(blk.shape[0])
+        blk[rows, r0 + rows] = np.inf  # self never selected
+        if k < n:
+            keep = np.argpartition(blk, k - 2, axis=1)[:, : k - 1]
+            keep.sort(axis=1)
+        else:
+            keep = np.broadcast_to(np.arange(n), blk.shape)
+            keep = keep[keep != (r0 + rows)[:, None]].reshape(blk.shape[0], n - 1)
+        nb[r0 : r0 + step] = keep
+        D[r0 : r0 + step] = np.take_along_axis(blk, keep, axis=1)
+    return nb, D
 
 
 def knn_distances(
@@ -95,14 +120,13 @@ def knn_distances(
 ):
     """(indices (N, k-1) int64 sorted ascending per row, distances (N, k-1) float32), self excluded.
 
-    Distances are recomputed in float64 for the selected pairs like the dense path
-    (so equal neighbours give equal weights); ``knn_result`` = precomputed
-    (indices, distances) from :func:`eventatlas.cluster.knn.knn` (self in column 0).
-
-    ``exact_distances`` (default: N <= 20,000, where a dense reference can run): the
-    float64 re-ranking gathers k rows of d floats per point (N*k*d*8 bytes of memory
-    traffic, ~1 TB at 118k x 3000); without it the float32 search distances are
-    used as they are (error ~1e-7, neighbours tied at that level may swap).
+    ``exact_distances`` (default: N <= 20,000, where a dense reference can run):
+    lists and distances computed exactly like the dense path (float64 row blocks,
+    O(N^2 d) BLAS time, bitwise-equal weights). Otherwise faiss's exact float32
+    search (:func:`eventatlas.cluster.knn.knn`) is used as it is (distance error
+    ~1e-7; neighbours tied at that level may swap). ``knn_result`` = precomputed
+    (indices, distances) with self in column 0: distances are recomputed in
+    float64 for those pairs.
     """
     Y = _unit_rows64(X)
     n = Y.shape[0]
@@ -110,23 +134,8 @@ def knn_distances(
         raise ValueError(f"k (n_neighbours, self included) must be in [2, N={n}], got {k}")
     if exact_distances is None:
         exact_distances = n <= 20_000
-    refine = knn_result is None and exact_distances
-    if knn_result is None and not exact_distances:
-        knn_result = _knn(Y.astype(np.float32), k, backend=backend, normalize=False, progress=progress)
-        I, Dk = knn_result
-        del knn_result
-        nb = np.ascontiguousarray(I[:, 1:k], dtype=np.int32)
-        D = np.clip(Dk[:, 1:k], 0.0, 2.0)
-        del I, Dk
-        srt = np.argsort(nb, axis=1, kind="stable")  # the dense path's row (index) order
-        nb = np.take_along_axis(nb, srt, axis=1)
-        D = np.take_along_axis(D, srt, axis=1)
-        return nb, D
-    if refine:
-        # float32 search can swap neighbours whose distances differ by ~1e-7; fetch a
-        # margin, re-rank in float64 and re-do rows whose margin is not conclusive.
-        kf = min(n, k + _KNN_MARGIN)
-        knn_result = _knn(Y.astype(np.float32), kf, backend=backend, normalize=False, progress=progress)
+    if knn_result is None and exact_distances:
+        return _exact_rows(Y, k, progress)
     I = np.asarray(knn_result[0])
     if I.ndim != 2 or I.shape[0] != n or I.shape[1] < k:
         raise ValueError(f"precomputed kNN indices have shape {I.shape}, expected ({n}, >= {k})")
@@ -136,39 +145,21 @@ def knn_distances(
         raise ValueError(f"kNN row {bad}: column 0 must be the point itself (got {I[bad, 0]})")
     if np.any(I < 0) or np.any(I >= n):
         raise ValueError(f"kNN indices must be in [0, {n})")
-    nb_all = I[:, 1:] if refine else I[:, 1:k]  # precomputed lists: the first k columns count
+    nb_all = I[:, 1:k]  # precomputed lists: the first k columns count
     m = nb_all.shape[1]
     if block is None:  # the gathered (block, m, d) float64 neighbours stay ~128 MB
         block = max(1, min(1024, (128 << 20) // max(1, m * Y.shape[1] * 8)))
     nb = np.empty((n, k - 1), dtype=np.int32)
     D = np.empty((n, k - 1), dtype=np.float32)
-    redo = []
     for s in tqdm(range(0, n, block), desc="kNN distances (float64)", unit="block", disable=not progress):
         cand = nb_all[s : s + block]
         G = np.einsum("id,ijd->ij", Y[s : s + block], Y[cand])
         np.subtract(1.0, G, out=G)
         np.clip(G, 0.0, 2.0, out=G)
-        G32 = G.astype(np.float32)
-        if refine and m > k - 1:
-            order = np.lexsort((cand, G32), axis=1)
-            cand = np.take_along_axis(cand, order, axis=1)
-            G32 = np.take_along_axis(G32, order, axis=1)
-            # conclusive only if the best left-out candidate is clearly farther
-            unsure = G32[:, m - 1] - G32[:, k - 2] <= _KNN_SLACK
-            redo.extend((s + np.nonzero(unsure)[0]).tolist())
-            cand, G32 = cand[:, : k - 1], G32[:, : k - 1]
         srt = np.argsort(cand, axis=1, kind="stable")  # the dense path's row (index) order
         nb[s : s + block] = np.take_along_axis(cand, srt, axis=1)
-        D[s : s + block] = np.take_along_axis(G32, srt, axis=1)
+        D[s : s + block] = np.take_along_axis(G.astype(np.float32), srt, axis=1)
     del knn_result, I, nb_all
-    for i in redo:  # exact full-row selection (rare: near-duplicate neighbourhoods)
-        g = 1.0 - Y @ Y[i]
-        np.clip(g, 0.0, 2.0, out=g)
-        g32 = g.astype(np.float32)
-        g32[i] = np.inf
-        sel = np.lexsort((np.arange(n), g32))[: k - 1]
-        sel.sort()
-        nb[i], D[i] = sel, g32[sel]
     if k > 2 and np.any(nb[:, 1:] == nb[:, :-1]):
         bad = int(np.nonzero((nb[:, 1:] == nb[:, :-1]).any(axis=1))[0][0])
         raise ValueError(f"kNN row {bad} lists a neighbour twice")
@@ -216,8 +207,10 @@ def umap_weights(
         data[s : s + block] = blk
         sigmas[s : s + block] = sig
         rhos[s : s + block] = rho
-    indptr = np.arange(0, n * km1 + 1, km1, dtype=np.int64)
-    W = sp.csr_matrix((data.ravel(), indices.ravel().astype(np.int32, copy=False), indptr), shape=(n, n))
+    # int32 index arrays where they fit: scipy would otherwise upcast (copy) the indices
+    idx_t = np.int32 if n * km1 < 2**31 - 1 else np.int64
+    indptr = np.arange(0, n * km1 + 1, km1, dtype=idx_t)
+    W = sp.csr_matrix((data.ravel(), indices.ravel().astype(idx_t, copy=False), indptr), shape=(n, n), copy=False)
     return (W, sigmas, rhos) if return_params else W
 
 
@@ -517,14 +510,7 @@ def _nn_chain_sparse(pool_s, pool_v, pool_g, start, length, cap, top, n, out, st
         state[0] = j + 1
 
 
-def sparse_average_linkage(W: sp.spmatrix, *, symmetrize: bool = False) -> np.ndarray:
-    """Average linkage on D = 1 - W (absent = 0 weight) without densifying.
-
-    Faithful (``symmetrize=False``): d_ij = 1 - W[i, j] for i < j (upper triangle,
-    as sklearn reads a precomputed matrix). ``symmetrize=True``: 1 - fuzzy union.
-    Returns the SciPy linkage matrix; equals fastcluster on the dense matrix
-    (see the module docstring for the tie-at-1 caveat).
-    """
+def _pool_from_weights(W: sp.spmatrix, symmetrize: bool):
     W = sp.csr_matrix(W)
     n = W.shape[0]
     if W.shape != (n, n):
@@ -536,17 +522,19 @@ def sparse_average_linkage(W: sp.spmatrix, *, symmetrize: bool = False) -> np.nd
     data = W.data.astype(np.float32, copy=False)
     if data.size and (not np.all(np.isfinite(data)) or data.min() < 0 or data.max() > 1):
         raise ValueError("manifold weights must be finite and within [0, 1]")
+    return _build_pool(
+        W.indptr.astype(np.int64), W.indices.astype(np.int32, copy=False), data, n, bool(symmetrize), 1024
+    ), n
+
+
+def _linkage_from_pool(pool, n: int) -> np.ndarray:
+    pool_s, pool_v, pool_g, start, length, cap, top, nnz = pool
     t0 = time.perf_counter()
-    pool_s, pool_v, pool_g, start, length, cap, top, nnz = _build_pool(
-        W.indptr.astype(np.int64), W.indices.astype(np.int32), data, n, bool(symmetrize), 1024
-    )
-    del W, data
     out = np.zeros((n - 1, 3), dtype=np.float64)
     state = np.zeros(3, dtype=np.int64)
     _nn_chain_sparse(pool_s, pool_v, pool_g, start, length, cap, top, n, out, state)
     if state[2] != 0:
         raise MemoryError(f"sparse linkage: row pool of {pool_s.size:,} entries exhausted (n={n}, nnz={nnz})")
-    del pool_s, pool_v, pool_g
     log.info("sparse average linkage n=%d nnz=%d: %.2fs, %d pool compactions", n, nnz, time.perf_counter() - t0, state[1])
     rows = np.zeros((n - 1, 4))
     rows[:, :3] = out
@@ -557,6 +545,18 @@ def sparse_average_linkage(W: sp.spmatrix, *, symmetrize: bool = False) -> np.nd
         cnt[n + i] = cnt[int(Z[i, 0])] + cnt[int(Z[i, 1])]
     Z[:, 3] = cnt[n:]
     return Z
+
+
+def sparse_average_linkage(W: sp.spmatrix, *, symmetrize: bool = False) -> np.ndarray:
+    """Average linkage on D = 1 - W (absent = 0 weight) without densifying.
+
+    Faithful (``symmetrize=False``): d_ij = 1 - W[i, j] for i < j (upper triangle,
+    as sklearn reads a precomputed matrix). ``symmetrize=True``: 1 - fuzzy union.
+    Returns the SciPy linkage matrix; equals fastcluster on the dense matrix
+    (see the module docstring for the tie-at-1 caveat).
+    """
+    pool, n = _pool_from_weights(W, symmetrize)
+    return _linkage_from_pool(pool, n)
 
 
 def manifold_linkage(
@@ -575,7 +575,9 @@ def manifold_linkage(
     nb, dist = knn_distances(X, k, knn_result=knn_result, backend=backend, progress=progress)
     W = umap_weights(nb, dist, progress=progress, **weight_kw)
     del nb, dist
-    return sparse_average_linkage(W, symmetrize=symmetrize)
+    pool, n = _pool_from_weights(W, symmetrize)
+    del W  # the row pool replaces the weights: never both at peak
+    return _linkage_from_pool(pool, n)
 
 
 def manifold_cluster(

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from .knn import normalise_rows
 from .nnchain import average_linkage, cut
@@ -50,7 +51,10 @@ def bic_spherical(X: np.ndarray, labels: np.ndarray, centers: np.ndarray) -> flo
 
 
 def _kmeans(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(X)
+    # Per-group k-means runs are tiny: an OpenMP team per call costs more than it
+    # saves (badly so on a busy machine), so they run single-threaded.
+    with threadpool_limits(1):
+        km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(X)
     return km.labels_.astype(np.int64), km.cluster_centers_
 
 
@@ -95,7 +99,8 @@ def xmeans(X: np.ndarray, *, k_init: int = 1, k_max: int | None = None, seed: in
         if not split_any or centers.shape[0] >= k_max:
             break
         # Refine all centres jointly (the "improve params" step of X-means).
-        km = KMeans(n_clusters=centers.shape[0], init=centers, n_init=1, random_state=seed).fit(X)
+        with threadpool_limits(1):
+            km = KMeans(n_clusters=centers.shape[0], init=centers, n_init=1, random_state=seed).fit(X)
         labels, centers = km.labels_.astype(np.int64), km.cluster_centers_
         used = np.unique(labels)
         if used.size < centers.shape[0]:  # drop empty clusters

@@ -2,7 +2,8 @@
 
 ``build(backend, out_dir, languages=..., params=..., build_id=...)`` writes
 ``out_dir/builds/<build_id>/`` (tables via DatasetWriter, then the extra views,
-Table-1 statistics and the diff against the previous build), and points
+Table-1 statistics and the diff against the previous build), publishes it as the
+dataset's current tables (``out_dir/<table>.parquet``, manifest last) and points
 ``out_dir/latest.json`` at it only when everything landed. Output never depends on
 the order or multiplicity of what the backend yields: everything is deduplicated
 and sorted here, so the dump and API backends give identical tables.
@@ -10,6 +11,7 @@ and sorted here, so the dump and API backends give identical tables.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -19,13 +21,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from eventatlas.io import DatasetWriter, Rejects, atomic_write_json, rows_to_table, stable_id, write_parquet
+from eventatlas.io import DatasetWriter, Rejects, atomic_path, atomic_write_json, rows_to_table, stable_id, write_parquet
 
 from . import hierarchy as H
 from .backend import WikiBackend, normalize_title
 from .descriptions import Description, describe
 from .links import harvest
-from .mentions import Candidate, filter_mentions, numeral_consistent
+from .mentions import Candidate, filter_mentions
 from .prune import prune
 from .splits import assign_splits, components
 from .wikidata import EventRecord, extract_event
@@ -120,8 +122,8 @@ def _harvest_lang(backend, lang, title2qid: dict[str, str], redirects: dict[str,
 
 
 def build(backend: WikiBackend, out_dir: str | Path, *, languages: Iterable[str] = XLEL_LANGUAGES, params: dict | None = None,
-          build_id: str | None = None, dataset: str = "wikievents", wikinews_languages: Iterable[str] | None = None,
-          executor=None) -> dict:
+          build_id: str | None = None, dataset: str = "wikigrounding", wikinews_languages: Iterable[str] | None = None,
+          executor=None, publish: bool = True) -> dict:
     """Run the whole pipeline and return the manifest (see module docstring)."""
     p = {**DEFAULT_PARAMS, **(params or {})}
     languages = sorted(set(languages) | {"en"})
@@ -198,8 +200,24 @@ def build(backend: WikiBackend, out_dir: str | Path, *, languages: Iterable[str]
            "counts": {"candidates": len(cands), "pruned_events": len(pruned), "events": len(events),
                       "grounded_events": len(n_mentions), "mentions": len(mentions), "wikinews_mentions": len(news_mentions)}}
     atomic_write_json(bdir / "manifest.json", man)
+    if publish:
+        _publish(bdir, out_dir, man)
     atomic_write_json(out_dir / "latest.json", {"build_id": build_id, "path": str(bdir)})
     return man
+
+
+PUBLISHED = ("documents", "mentions", "event_types", "type_relations", "rejects", "event_descriptions",
+             "view_multilingual", "view_crosslingual", "table1")
+
+
+def _publish(bdir: Path, out_dir: Path, manifest: dict) -> None:
+    """Make the build the dataset's current tables (``<out_dir>/<table>.parquet`` + manifest last),
+    where the rest of eventatlas (views, embed, cluster) looks for a dataset."""
+    (out_dir / "manifest.json").unlink(missing_ok=True)  # the dataset is absent while tables are swapped
+    for name in PUBLISHED:
+        with atomic_path(out_dir / f"{name}.parquet") as tmp:
+            shutil.copyfile(bdir / f"{name}.parquet", tmp)
+    atomic_write_json(out_dir / "manifest.json", manifest)
 
 
 def _write(bdir: Path, dataset, events, desc, titles, parent, split_of, comp_of, n_mentions, mentions, news_mentions, news_docs,

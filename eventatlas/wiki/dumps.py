@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 from defusedxml.ElementTree import iterparse
 
-from eventatlas.io import InputError, Rejects, fingerprint_paths
+from eventatlas.io import Rejects, fingerprint_paths
 
 from .backend import Page, normalize_title, parse_redirect
 from .links import harvest
@@ -114,9 +114,8 @@ def _range_chunks(path: str, start: int, end: int) -> Iterator[bytes]:
     yield b"</mediawiki>"
 
 
-def read_index(index_path: str | Path) -> list[tuple[int, int, str]]:
-    """(offset, page_id, title) rows of a multistream index (``offset:id:title``; titles may hold ':')."""
-    out = []
+def iter_index(index_path: str | Path) -> Iterator[tuple[int, int, str]]:
+    """(offset, page_id, title) rows of a multistream index (``offset:id:title``; titles may hold ':'), streamed."""
     opener = bz2.open if str(index_path).endswith(".bz2") else open
     with opener(index_path, "rt", encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
@@ -124,10 +123,18 @@ def read_index(index_path: str | Path) -> list[tuple[int, int, str]]:
             if not line:
                 continue
             parts = line.split(":", 2)
-            if len(parts) != 3:
-                raise InputError(index_path, f"line {i}", "expected offset:page_id:title")
-            out.append((int(parts[0]), int(parts[1]), parts[2]))
-    return out
+            if len(parts) != 3 or not parts[0].isdigit():
+                raise DumpError(index_path, f"line {i}", "expected offset:page_id:title")
+            yield int(parts[0]), int(parts[1]), parts[2]
+
+
+def index_offsets(index_path: str | Path) -> list[int]:
+    """Distinct stream offsets (a few hundred thousand for enwiki: ~100 pages a stream)."""
+    out: list[int] = []
+    for o, _, _ in iter_index(index_path):
+        if not out or o != out[-1]:
+            out.append(o)
+    return sorted(set(out))
 
 
 def harvest_shard(path: str, start: int, end: int, lang: str, targets: set[str]) -> list[tuple[str, int, list]]:
@@ -170,11 +177,13 @@ def _parse_sql_values(text: str) -> Iterator[tuple]:
 def read_categorylinks(path: str | Path) -> dict[int, list[str]]:
     """page_id -> categories (spaces, no prefix) from a classic ``categorylinks.sql.gz``."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        text = f.read()
     out: dict[int, list[str]] = {}
-    for row in _parse_sql_values(text):
-        out.setdefault(int(row[0]), []).append(str(row[1]).replace("_", " "))
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:  # mysqldump writes one INSERT statement per line
+            if not line.startswith("INSERT INTO"):
+                continue
+            for row in _parse_sql_values(line if line.endswith("\n") else line + "\n"):
+                out.setdefault(int(row[0]), []).append(str(row[1]).replace("_", " "))
     return out
 
 
@@ -187,7 +196,7 @@ class DumpBackend:
 
     name = "dumps"
 
-    def __init__(self, paths: dict, *, dataset: str = "wikievents"):
+    def __init__(self, paths: dict, *, dataset: str = "wikigrounding"):
         self.paths = paths
         self.dataset = dataset
         wd = paths["wikidata"]
@@ -207,7 +216,7 @@ class DumpBackend:
     def scan_events(self, languages, rejects: Rejects, *, workers: int = 1, executor=None) -> list[EventRecord]:
         out = []
         for p in self.wikidata:
-            res = scan_dump(p, languages, workers=workers, executor=executor, dataset=self.dataset)
+            res = scan_dump(p, languages, workers=workers, executor=executor, dataset=rejects.dataset)
             rejects.rows.extend(res.rejects)
             out += [EventRecord.from_dict(d) for d in res.events]
         return out
@@ -223,29 +232,26 @@ class DumpBackend:
         with bz2.open(w["xml"], "rb") as f:
             yield from _pages_from_xml(f, lang, "wikipedia", w["xml"])
 
-    def _index(self, lang: str):
-        if not hasattr(self, "_idx"):
-            self._idx = {}
-        if lang not in self._idx:
+    def _offsets(self, lang: str) -> list[int] | None:
+        if not hasattr(self, "_offs"):
+            self._offs: dict[str, list[int] | None] = {}
+        if lang not in self._offs:
             w = self._wiki(lang)
-            self._idx[lang] = read_index(w["index"]) if w and w.get("index") else None
-        return self._idx[lang]
+            self._offs[lang] = index_offsets(w["index"]) if w and w.get("index") else None
+        return self._offs[lang]
 
     def get_articles(self, lang: str, titles: Iterable[str]) -> dict[str, Page]:
         want = {normalize_title(t) for t in titles}
         w = self._wiki(lang)
         if not w or not want:
             return {}
-        idx = self._index(lang)
-        if idx is not None:  # decompress only the streams holding the wanted titles
-            offs = sorted({o for o, _, t in idx if normalize_title(t) in want})
-            all_offs = sorted({o for o, _, _ in idx})
-            nxt = {o: (all_offs[i + 1] if i + 1 < len(all_offs) else None) for i, o in enumerate(all_offs)}
-            size = Path(w["xml"]).stat().st_size
-            pages = []
-            for o in offs:
-                end = nxt[o] or size
-                pages += _pages_from_xml(io.BufferedReader(_Concat(_range_chunks(w["xml"], o, end))), lang, "wikipedia", w["xml"])
+        offs = self._offsets(lang)
+        if offs is not None:  # decompress only the streams holding the wanted titles
+            hit = sorted({o for o, _, t in iter_index(w["index"]) if normalize_title(t) in want})
+            nxt = {o: (offs[i + 1] if i + 1 < len(offs) else Path(w["xml"]).stat().st_size) for i, o in enumerate(offs)}
+            pages: Iterable[Page] = (p for o in hit
+                                     for p in _pages_from_xml(io.BufferedReader(_Concat(_range_chunks(w["xml"], o, nxt[o]))),
+                                                              lang, "wikipedia", w["xml"]))
         else:
             pages = self.iter_pages(lang)
         return {p.title: p for p in pages if p.ns == 0 and p.title in want}
@@ -262,16 +268,15 @@ class DumpBackend:
     def harvest_pages(self, lang: str, targets: set[str], *, workers: int = 1, executor=None) -> Iterator[tuple[str, int, list]]:
         """(title, page_id, links) for pages linking to ``targets``, sharded over index streams."""
         w = self._wiki(lang)
-        idx = self._index(lang) if w else None
         if not w:
             return
-        if idx is None or workers <= 1 and executor is None:
+        offs = self._offsets(lang)
+        if offs is None or workers <= 1 and executor is None:
             for p in self.iter_linking_pages(lang, targets):
                 links = harvest(p.wikitext, targets)
                 if links:
                     yield p.title, p.page_id, links
             return
-        offs = sorted({o for o, _, _ in idx})
         size = Path(w["xml"]).stat().st_size
         n = max(1, min(len(offs), workers * 2))  # a few shards per worker evens out page sizes
         cuts = [offs[round(i * len(offs) / n)] for i in range(n)]

@@ -8,9 +8,13 @@ headings are boundaries, and list/table/indented blocks are not prose.
 
 :func:`harvest_full` parses every page completely (the reference).
 :func:`harvest` gives the same links faster: a regex pre-scan drops pages without a
-candidate link target, the raw text is cut into top-level blocks (blank lines
-outside templates, tables and comments, where rendering can only produce paragraph
-breaks anyway) and only blocks holding a candidate are parsed.
+candidate link target; the raw text is cut into top-level blocks (blank lines
+outside templates, tables, comments and HTML blocks, where rendering can only
+produce paragraph breaks anyway); blocks that are all list lines, or whose candidate
+links sit only inside templates/tables/refs/comments (which never render), are
+skipped; a block that is plain text plus plain wikilinks (and headings, lists,
+entities) is rendered by a small exact renderer; only the rest is parsed with
+mwparserfromhell. Equality with the full parse is tested on the real pages.
 """
 from __future__ import annotations
 
@@ -63,7 +67,6 @@ class Link:
     paragraph: str
     start: int
     end: int
-    para_idx: int
 
 
 @lru_cache(maxsize=1 << 17)
@@ -209,7 +212,7 @@ def _paragraphs_of_render(text: str, spans: list, para_offset: int, wikinews: bo
         for s, e, tgt, anchor in in_block:
             ps, pe = s - b0 - lead, e - b0 - lead
             if 0 <= ps < pe <= len(para) and para[ps:pe] == anchor.replace("\n", " "):
-                links.append(Link(tgt, para[ps:pe], para, ps, pe, idx))
+                links.append(Link(tgt, para[ps:pe], para, ps, pe))
         paras.append(para)
         idx += 1
     return links, paras, idx
@@ -274,14 +277,14 @@ def candidate_targets(wikitext: str, *, wikinews: bool = False) -> set[str]:
     return found
 
 
-_HIDDEN_TOKENS = re.compile(r"\{\{|\}\}|<ref\b[^<>]*?/>|<ref\b[^<>]*>|</ref\s*>|<!--|-->", re.I)
+_HIDDEN_TOKENS = re.compile(r"\{\{|\}\}|^[ \t]*\{\||^[ \t]*\|\}|<ref\b[^<>]*?/>|<ref\b[^<>]*>|</ref\s*>|<!--|-->", re.I | re.M)
 
 
 def visible_text(block: str) -> str | None:
-    """The block without templates, refs and comments (what the renderer can show as links);
+    """The block without templates, tables, refs and comments (what the renderer can show as links);
     None when the braces/tags do not balance (then the caller must parse to be sure)."""
     out, last = [], 0
-    tpl = ref = 0
+    tpl = ref = tbl = 0
     com = False
     for m in _HIDDEN_TOKENS.finditer(block):
         tok = m.group()
@@ -290,11 +293,17 @@ def visible_text(block: str) -> str | None:
                 com = False
                 last = m.end()
             continue
-        hidden = tpl > 0 or ref > 0
+        hidden = tpl > 0 or ref > 0 or tbl > 0
         if not hidden:
             out.append(block[last:m.start()])
         if tok == "<!--":
             com = True
+        elif tok.endswith("{|"):
+            tbl += 1
+        elif tok.endswith("|}") and tok.lstrip().startswith("|}"):
+            if tbl == 0:
+                return None
+            tbl -= 1
         elif tok == "{{":
             tpl += 1
         elif tok == "}}":
@@ -308,7 +317,7 @@ def visible_text(block: str) -> str | None:
         elif tok.startswith("<ref") and not tok.endswith("/>"):
             ref += 1
         last = m.end()
-    if tpl or ref or com:
+    if tpl or ref or com or tbl:
         return None
     out.append(block[last:])
     return "".join(out)
@@ -393,8 +402,6 @@ def harvest(wikitext: str, targets: set[str] | None, *, wikinews: bool = False) 
         if not (candidate_targets(wikitext, wikinews=wikinews) & targets):
             return []
     links: list[Link] = []
-    para_idx = 0
-    pending: list[str] = []  # blocks without candidates: only their paragraph count matters
     for block in top_level_blocks(wikitext):
         has = "[[" in block or (wikinews and "{{" in block)
         if has and block.lstrip()[:1] in _LIST_MARKS and all(l.lstrip()[:1] in _LIST_MARKS for l in block.split("\n") if l.strip()):
@@ -416,22 +423,9 @@ def harvest(wikitext: str, targets: set[str] | None, *, wikinews: bool = False) 
                 spans = []
                 render_nodes(mwparserfromhell.parse(_QUOTE_RUNS.sub("", block)).nodes, out, spans, wikinews, targets)
                 text = "".join(out)
-            got, _, para_idx_new = _paragraphs_of_render(text, spans, para_idx, wikinews)
+            got, _, _ = _paragraphs_of_render(text, spans, 0, wikinews)
             links.extend(got)
-            para_idx = para_idx_new
-        else:
-            para_idx += _count_paras_cheap(block)
     return links
-
-
-def _count_paras_cheap(block: str) -> int:
-    """Paragraph count of a block without candidates: needed only to keep ``para_idx`` aligned.
-
-    Blocks of this kind are rendered only when they could contain headings or markup that
-    changes prose-ness; a plain-text approximation is enough because ``para_idx`` is
-    informational (stored in ``extra``), never part of ids or filters.
-    """
-    return sum(1 for p in re.split(r"\n[ \t]*\n|^=+.*=+[ \t]*$", block, flags=re.M) if p and _is_prose(p) and p.strip())
 
 
 def paragraphs(wikitext: str, *, wikinews: bool = False) -> list[str]:
