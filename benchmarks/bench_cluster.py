@@ -18,7 +18,9 @@ between neighbouring sentences). Seeded (seed recorded in the JSON).
 Usage:
   python benchmarks/bench_cluster.py small            # 5k and 20k exact vs fastcluster + 20k quality
   python benchmarks/bench_cluster.py exact40k         # 40k exact vs fastcluster (needs ~13 GB free)
+  python benchmarks/bench_cluster.py manifold20k      # sparse vs dense manifold, 20k, k=3000
   python benchmarks/bench_cluster.py big              # 118k exact + 118k manifold k=3000
+                                    (big-exact / big-manifold: one of them)
 Results are merged into benchmarks/results/bench_cluster.json.
 """
 from __future__ import annotations
@@ -228,7 +230,7 @@ def compare(ra: dict, rb: dict, ks=(50, 150, 500)) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("suite", nargs="?", default="small", choices=["small", "exact40k", "big", "manifold20k"])
+    ap.add_argument("suite", nargs="?", default="small", choices=["small", "exact40k", "big", "big-exact", "big-manifold", "manifold20k"])
     ap.add_argument("--child")
     ap.add_argument("--n", type=int)
     ap.add_argument("--k", type=int)
@@ -238,9 +240,6 @@ def main() -> None:
         child(a.child, a.n, a.k, a.out)
         return
     base_embeddings()  # build the cache once, outside the timed children
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results.setdefault("meta", {})
-    results["meta"].update({"seed": SEED, "cpu_count": os.cpu_count(), "data": "MiniLM mixture, see module doc"})
     with tempfile.TemporaryDirectory(prefix="bench_cluster_") as tmp:
         suite: dict = {}
         if a.suite in ("small", "exact40k"):
@@ -265,15 +264,19 @@ def main() -> None:
                 row["speedup_vs_dense"] = round(de["seconds"] / sp_["seconds"], 3)
                 row["memory_fraction_of_dense"] = round(sp_["peak_rss_gb"] / de["peak_rss_gb"], 3)
             suite["manifold_sparse_vs_dense_20000"] = row
-        if a.suite == "big":
-            n = 118000
-            suite["exact_118000"] = run_case("exact", n, None, tmp, 5400, 3.0)
-            suite["manifold_k3000_118000"] = run_case("msparse", n, 3000, tmp, 5400, 16.0)
+        if a.suite in ("big", "big-exact"):
+            suite["exact_118000"] = run_case("exact", 118000, None, tmp, 5400, 3.0)
+        if a.suite in ("big", "big-manifold"):
+            suite["manifold_k3000_118000"] = run_case("msparse", 118000, 3000, tmp, 5400, 16.0)
         for v in suite.values():  # temp paths are meaningless after the run
             for r in v.values() if isinstance(v, dict) and "case" not in v else [v]:
                 if isinstance(r, dict):
                     r.pop("Z", None)
-        results.update(suite)
+    # re-read just before writing: suites may run in parallel and each adds its own keys
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results.setdefault("meta", {})
+    results["meta"].update({"seed": SEED, "cpu_count": os.cpu_count(), "data": "MiniLM mixture, see module doc"})
+    results.update(suite)
     results["meta"]["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     from eventatlas.io import atomic_write_json
 

@@ -106,3 +106,15 @@ def test_xml_entities_refused(tmp_path):
     b = DumpBackend({"wikidata": [], "wikipedia": {"en": {"xml": str(p)}}})
     with pytest.raises(Exception, match="(?i)dtd|entit"):
         list(b.iter_pages("en"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_truncated_wikipedia_dump_is_a_clear_error(world, tmp_path, workers):
+    paths = write_dumps(world, tmp_path / "dumps")
+    xml = tmp_path / "dumps" / "dewiki" / next(p.name for p in (tmp_path / "dumps" / "dewiki").iterdir() if p.name.endswith(".xml.bz2"))
+    data = xml.read_bytes()
+    xml.write_bytes(data[: len(data) - 200])  # cut into the last page stream and the footer
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="dewiki"):
+        build(DumpBackend(paths), out, languages=LANGS, params={**WORLD_PARAMS, "workers": workers}, build_id="x")
+    assert not list(out.rglob("*.parquet")) and not (out / "latest.json").exists()

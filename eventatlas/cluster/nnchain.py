@@ -229,9 +229,15 @@ def _average_linkage(Xd, sizes, n, dev, block_bytes, progress, n_candidates, n_t
 
     def exact_dist(r: torch.Tensor, cj: torch.Tensor) -> torch.Tensor:
         """Exact float64 distances of rows r to candidates cj (nr x c); self = inf."""
-        gi = r[:, None].expand_as(cj)
-        dist = 1.0 - torch.einsum("rcd,rd->rc", S[cj], S[r]) / (size[gi] * size[cj])
-        return torch.where(cj != gi, dist, torch.full_like(dist, math.inf))
+        out = torch.empty(cj.shape, dtype=torch.float64, device=dev)
+        # chunked: the gathered (rows, c, d) float64 block stays ~32 MB
+        step = max(1, (32 << 20) // (8 * S.shape[1] * max(1, cj.shape[1])))
+        for s0 in range(0, r.numel(), step):
+            rr, cc = r[s0 : s0 + step], cj[s0 : s0 + step]
+            gi = rr[:, None].expand_as(cc)
+            dist = 1.0 - torch.einsum("rcd,rd->rc", S[cc], S[rr]) / (size[gi] * size[cc])
+            out[s0 : s0 + step] = torch.where(cc != gi, dist, torch.full_like(dist, math.inf))
+        return out
 
     def exact_best(r: torch.Tensor, cj: torch.Tensor, valid=None):
         """Exact float64 min distance (lowest index on ties) of rows r over candidates cj."""

@@ -31,6 +31,7 @@ def _local(tag: str) -> str:
 
 def _pages_from_xml(stream, lang: str, project: str, source: str) -> Iterator[Page]:
     """Pages of a MediaWiki export stream (any schema version)."""
+    last = None  # where a damaged stream stopped, for the error message
     try:
         for _, el in iterparse(stream, events=("end",), forbid_dtd=True, forbid_entities=True, forbid_external=True):
             if _local(el.tag) != "page":
@@ -52,14 +53,15 @@ def _pages_from_xml(stream, lang: str, project: str, source: str) -> Iterator[Pa
                         ts = c.text
             red = f.get("redirect")
             redirect_to = normalize_title(red.get("title")) if red is not None and red.get("title") else parse_redirect(text)
+            last = f"page id {pid} {title!r}"
             yield Page(lang, normalize_title(title) if ns == 0 else title, pid, text, ns=ns, redirect_to=redirect_to,
                        project=project, revision_id=rid, timestamp=ts)
             el.clear()
     except (EOFError, OSError) as e:
-        raise DumpError(source, "xml", f"corrupt or truncated compressed stream ({e})") from e
-    except Exception as e:  # ParseError carries a position
+        raise DumpError(source, f"after {last or 'the start'}", f"corrupt or truncated compressed stream ({e})") from e
+    except Exception as e:  # ParseError carries a (line, column) position
         if type(e).__name__ == "ParseError":
-            raise DumpError(source, getattr(e, "position", "?"), f"malformed XML: {e}") from e
+            raise DumpError(source, f"after {last or 'the start'}, xml position {getattr(e, 'position', '?')}", f"malformed XML: {e}") from e
         raise
 
 
