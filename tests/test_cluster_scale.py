@@ -186,6 +186,17 @@ def test_sparse_manifold_duplicates_and_knn_ties_equal_dense():
         np.testing.assert_array_equal(sm.manifold_linkage(X, 10, symmetrize=sym), Zd)
 
 
+def test_sparse_knn_faiss_path_matches_exact_path():
+    X = _mixture(600, 32, 12, 1.0, 13)
+    nb, d = sm.knn_distances(X, 40)  # dense-identical float64 rows
+    for backend in ("auto", "faiss", "torch"):  # float32 paths used above N = 20,000
+        nb2, d2 = sm.knn_distances(X, 40, exact_distances=False, backend=backend)
+        np.testing.assert_array_equal(nb2, nb)
+        np.testing.assert_allclose(d2, d, atol=1e-6)
+        W2 = sm.umap_weights(nb2, d2).toarray()
+        np.testing.assert_allclose(W2, sm.umap_weights(nb, d).toarray(), atol=1e-4)
+
+
 def test_sparse_manifold_equals_sklearn_precomputed():
     X = _mixture(120, 16, 5, 1.0, 4)
     W = dense_manifold.manifold_weights(X, 30)

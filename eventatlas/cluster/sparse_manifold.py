@@ -9,8 +9,8 @@ stored as CSR (N*(k-1) entries instead of N^2). Distances are the dense path's:
 float64 dot of unit rows, 1 - dot clipped to [0, 2], stored float32, neighbours
 chosen by the same ``np.argpartition`` call (so even exact ties at the k-th
 neighbour resolve identically) - for N <= 20,000. Above that, where no dense
-reference can run, neighbours and float32 distances come from faiss's exact
-search (:func:`eventatlas.cluster.knn.knn`; distance error ~1e-7). A precomputed
+reference can run, float32 products are used (distance error ~1e-7), or faiss's
+exact search with ``backend="faiss"`` (:mod:`eventatlas.cluster.knn`). A precomputed
 (indices, distances) pair can be passed instead.
 
 Linkage. Average linkage on D = 1 - W where absent entries mean w = 0 (d = 1),
@@ -78,23 +78,30 @@ def _unit_rows64(X) -> np.ndarray:
     return Xf
 
 
-def _exact_rows(Y: np.ndarray, k: int, progress: bool) -> tuple[np.ndarray, np.ndarray]:
+def _exact_rows(Y: np.ndarray, k: int, progress: bool, fast: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Exact kNN lists computed exactly like the dense path (bitwise-equal distances).
 
     Row blocks of float64 ``Y @ Y.T`` (same block height as the dense path), 1 - dot
     clipped to [0, 2], float32; self excluded; the k - 1 nearest chosen with the same
     ``np.argpartition`` call (row-independent, so ties resolve identically). O(N^2 d)
-    time, O(block * N) memory.
+    time, O(block * N) memory. ``fast``: float32 products in bigger blocks (the
+    large-N path: exact neighbours up to float32 rounding, ~2x less BLAS time;
+    the selection is a linear-time partition, not faiss's k-heap, which at
+    k = 3000 spends most of its time in the heap).
     """
     n = Y.shape[0]
     nb = np.empty((n, k - 1), dtype=np.int32)
     D = np.empty((n, k - 1), dtype=np.float32)
-    step = max(1, (8 << 20) // max(n, 1))
-    for r0 in tqdm(range(0, n, step), desc="exact kNN rows", unit="block", disable=not progress):
+    if fast:
+        Y = Y.astype(np.float32)
+        step = max(1, (32 << 20) // max(n, 1))
+    else:
+        step = max(1, (8 << 20) // max(n, 1))
+    for r0 in tqdm(range(0, n, step), desc="kNN rows", unit="block", disable=not progress):
         G = Y[r0 : r0 + step] @ Y.T
         np.subtract(1.0, G, out=G)
         np.clip(G, 0.0, 2.0, out=G)
-        blk = G.astype(np.float32)
+        blk = G.astype(np.float32, copy=False)
         rows = np.arange(blk.shape[0])
         blk[rows, r0 + rows] = np.inf  # self never selected
         if k < n:
@@ -122,9 +129,10 @@ def knn_distances(
 
     ``exact_distances`` (default: N <= 20,000, where a dense reference can run):
     lists and distances computed exactly like the dense path (float64 row blocks,
-    O(N^2 d) BLAS time, bitwise-equal weights). Otherwise faiss's exact float32
-    search (:func:`eventatlas.cluster.knn.knn`) is used as it is (distance error
-    ~1e-7; neighbours tied at that level may swap). ``knn_result`` = precomputed
+    O(N^2 d) BLAS time, bitwise-equal weights). Otherwise float32 row blocks with a
+    linear-time partition (``backend="auto"``), or faiss / torch top-k
+    (:func:`eventatlas.cluster.knn.knn`, ``backend="faiss"|"torch"``), used as they
+    are (distance error ~1e-7; neighbours tied at that level may swap). ``knn_result`` = precomputed
     (indices, distances) with self in column 0: distances are recomputed in
     float64 for those pairs.
     """
@@ -136,6 +144,18 @@ def knn_distances(
         exact_distances = n <= 20_000
     if knn_result is None and exact_distances:
         return _exact_rows(Y, k, progress)
+    if knn_result is None and backend == "auto":
+        return _exact_rows(Y, k, progress, fast=True)
+    if knn_result is None:
+        I, Dk = _knn(Y.astype(np.float32), k, backend=backend, normalize=False, progress=progress)
+        nb = np.ascontiguousarray(I[:, 1:k], dtype=np.int32)
+        D = np.clip(Dk[:, 1:k], 0.0, 2.0)
+        del I, Dk
+        for b0 in range(0, n, 4096):  # index order per row (the dense path's), in blocks
+            srt = np.argsort(nb[b0 : b0 + 4096], axis=1, kind="stable")
+            nb[b0 : b0 + 4096] = np.take_along_axis(nb[b0 : b0 + 4096], srt, axis=1)
+            D[b0 : b0 + 4096] = np.take_along_axis(D[b0 : b0 + 4096], srt, axis=1)
+        return nb, D
     I = np.asarray(knn_result[0])
     if I.ndim != 2 or I.shape[0] != n or I.shape[1] < k:
         raise ValueError(f"precomputed kNN indices have shape {I.shape}, expected ({n}, >= {k})")
