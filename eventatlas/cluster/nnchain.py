@@ -239,7 +239,7 @@ def _average_linkage(Xd, sizes, n, dev, block_bytes, progress, n_candidates, n_t
             out[s0 : s0 + step] = torch.where(cc != gi, dist, torch.full_like(dist, math.inf))
         return out
 
-    def exact_best(r: torch.Tensor, cj: torch.Tensor, valid=None):
+    def exact_best(r: torch.Tensor, cj: torch.Tensor):
         """Exact float64 min distance (lowest index on ties) of rows r over candidates cj."""
         dist = exact_dist(r, cj)
         best = dist.min(dim=1).values
