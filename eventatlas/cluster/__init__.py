@@ -80,9 +80,24 @@ def cluster(
         raise ValueError(f"unknown clustering method {method!r}; choose one of {METHODS}")
     if k is not None and method not in ("manifold", "manifold_sym"):
         raise ValueError(f"k (neighbours) only applies to the manifold methods, not {method!r}")
+    # Scalable paths (issue 5): exact O(N*d) NN-chain above EVENTATLAS_SCALABLE_MIN_N or the
+    # dense ceiling; sparse manifold when k < N or N is above the ceiling. Same results.
     if method == "agglomerative":
+        from .nnchain import maybe_agglomerative
+
+        labels = maybe_agglomerative(X, n_clusters, distance_threshold=distance_threshold, metric=metric, **kw)
+        if labels is not None:
+            return labels
         return agglomerative(X, n_clusters, distance_threshold=distance_threshold, metric=metric, **kw)
     if method in ("manifold", "manifold_sym"):
+        from .sparse_manifold import maybe_cluster
+
+        labels = maybe_cluster(
+            X, n_clusters, distance_threshold=distance_threshold, k=k, metric=metric,
+            symmetrize=(method == "manifold_sym"), **kw,
+        )
+        if labels is not None:
+            return labels
         return manifold_cluster(
             X,
             n_clusters,
@@ -92,4 +107,7 @@ def cluster(
             symmetrize=(method == "manifold_sym"),
             **kw,
         )
+    from .guards import check_dense_budget  # ~4 float64 N x N arrays in sklearn: 32 bytes per entry
+
+    check_dense_budget(int(np.shape(X)[0]), 32, "affinity propagation")
     return affinity(X, metric=metric, seed=seed, **kw)

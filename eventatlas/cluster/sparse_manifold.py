@@ -37,7 +37,7 @@ Memory: CSR weights 8 bytes per kNN entry; the linkage row pool 16 bytes per
 stored (symmetric) entry plus 25% room for rows that grow (stale entries are
 dropped in place, and the pool is compacted when full; live entries never
 increase). 118k x k=3000 faithful: ~10 GB peak. Never N x N (except k = N,
-which :func:`maybe_cluster` checks against ``EVENTATLAS_MAX_DENSE_BYTES``).
+which the dispatcher leaves to the dense path and its ceiling).
 """
 from __future__ import annotations
 
@@ -630,12 +630,11 @@ _SPARSE_KW = {"local_connectivity", "bandwidth", "n_iter", "max_n"}
 def maybe_cluster(X, n_clusters=None, *, distance_threshold=None, k=None, metric="cosine", symmetrize=False, **kw):
     """Labels from the sparse manifold path when it applies, else None (use the dense path).
 
-    Applies to cosine features when k < N, or when N is above the dense ceiling
-    (``dense.max_dense_n``). Results equal the dense path's (bitwise-identical linkage;
-    see the module docstring for exact ties at distance 1).
+    Applies to cosine features when k < N (at k = N the work is N x N in any storage,
+    so the dense path and its ceiling apply). Results equal the dense path's
+    (bitwise-identical linkage; see the module docstring for exact ties at distance 1).
     """
     from . import dense
-    from .guards import check_dense_budget
 
     if metric != "cosine" or set(kw) - _SPARSE_KW:
         return None
@@ -645,14 +644,12 @@ def maybe_cluster(X, n_clusters=None, *, distance_threshold=None, k=None, metric
     if int(kk) != kk or kk < 2:
         return None  # the dense path raises its own message
     kk = int(min(kk, n))
-    if n < 3 or not (kk < n or n > dense.max_dense_n(kw.get("max_n"))):
-        return None
+    if n < 3 or kk >= n:
+        return None  # k = N is N x N work in any storage: the dense path (and its ceiling) applies
     if (n_clusters is None) == (distance_threshold is None):
         raise ValueError("manifold: give exactly one of n_clusters or distance_threshold")
     if n_clusters is not None and not 1 <= n_clusters <= n:
         raise ValueError(f"n_clusters must be in [1, N={n}], got {n_clusters!r}")
-    if kk == n:  # k = N on a large N is an N x N computation in sparse clothing
-        check_dense_budget(n, 40.0 * (n - 1) / n, "manifold (k = N)")
     wkw = {key: kw[key] for key in ("local_connectivity", "bandwidth", "n_iter") if key in kw}
     Z = manifold_linkage(P, kk, symmetrize=symmetrize, progress=n >= 50_000, **wkw)
     return dense.cut(Z, n_clusters, distance_threshold)
