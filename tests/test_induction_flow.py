@@ -151,3 +151,13 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     assert [p.name for p in ckpts] == [f"epoch_{chosen:02d}.pt"]  # pruned to the chosen epoch
     hist = json.loads((run_dir / "history.json").read_text())
     assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)
+
+
+def test_too_small_dataset_is_not_applicable(tmp_path):
+    # 4 of 5 types seen leaves one unseen type: nothing to induce, so the run is skipped with a reason
+    from eventatlas.induction.method import run
+    from eventatlas.methods.base import NotApplicable
+
+    ddir = _write_dataset(tmp_path)
+    with pytest.raises(NotApplicable, match="1 unseen types"):
+        run(ddir, tmp_path / "out", seed=0, k_seen=4)

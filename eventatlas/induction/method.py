@@ -177,6 +177,22 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, dataset: str, re
     return rows, arts
 
 
+# The stopping rule clusters the unseen mentions at several counts and needs 2 <= c <= n - 1;
+# below this many unseen mentions (e.g. the shipped samples) the method has nothing to learn from.
+MIN_UNSEEN_MENTIONS = 10
+
+
+def _check_applicable(dataset_dir: Path, data: Any, k_seen: int) -> None:
+    from ..methods.base import NotApplicable
+
+    n_unseen = int(data.unseen_mask.sum())
+    if not data.seen_types or len(data.unseen_types) < 2 or n_unseen < MIN_UNSEEN_MENTIONS:
+        raise NotApplicable(
+            f"{dataset_dir}: batch_attention needs seen types, >= 2 unseen types and >= {MIN_UNSEEN_MENTIONS} "
+            f"unseen mentions; got {len(data.seen_types)} seen / {len(data.unseen_types)} unseen types and "
+            f"{n_unseen} unseen mentions (k_seen={k_seen})")
+
+
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, representations: Sequence[str] = ("trigger",),
         k_seen: int | None = None, n_clusters: int | None = None, k_manifold: int | None = None,
         inputs: Sequence[str] = INPUTS, algorithms: Sequence[str] = ALGORITHMS, naming: bool = True,
@@ -193,6 +209,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, represen
     k_seen = int(k_seen if k_seen is not None else setting["k_seen"])
     k_manifold = k_manifold if k_manifold is not None else setting.get("k_manifold")
     data = load_mentions(dataset_dir, k_seen, lu_pos=setting.get("lu_pos"), max_mentions=max_mentions, seed=seed)
+    _check_applicable(dataset_dir, data, k_seen)
     texts = type_texts(dataset_dir)
     fn_dir = Path(framenet_dir) if framenet_dir else config.datasets_dir() / "framenet"
     mp = None
