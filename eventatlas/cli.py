@@ -168,6 +168,39 @@ def train_all(
     _leaderboard()
 
 
+@app.command("build-wikievents")
+def build_wikievents(
+    backend: str = typer.Option("dumps", "--backend", help="dumps | api"),
+    dumps: Optional[Path] = typer.Option(None, "--dumps", exists=True, dir_okay=False,
+                                         help="JSON/YAML dump layout: {wikidata: path, wikipedia: {lang: {xml, index}}, "
+                                              "wikinews: {lang: {xml, categorylinks}}, dates: {...}}"),
+    root: Optional[str] = typer.Option(None, "--root", help="api: seed item, e.g. Q362 (events under World War II)"),
+    languages: Optional[List[str]] = typer.Option(None, "--languages", help="default: the 44 XLEL-WD languages"),
+    contact: Optional[str] = typer.Option(None, "--contact", help="api: contact for the User-Agent (required off-loopback)"),
+    params: Optional[str] = typer.Option(None, "--params", help='JSON filter parameters, e.g. \'{"min_mentions": 30}\''),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="default: <data>/datasets/wikigrounding"),
+) -> None:
+    """Build the hierarchical multilingual event-grounding dataset (Wikidata + Wikipedia + Wikinews)."""
+    try:
+        p = json.loads(params) if params else None
+        layout = None
+        if dumps is not None:
+            import yaml
+
+            layout = yaml.safe_load(dumps.read_text(encoding="utf-8"))
+    except ValueError as e:
+        _fail(f"bad --params/--dumps: {e}")
+    api = None
+    if backend == "api":
+        api = {"root": root, "client_options": {"contact": contact, "cache_dir": str(config.cache_dir() / "http")},
+               "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
+    from flows.build_wikievents import build_wikievents as flow
+
+    man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
+               languages=_split(languages), params=p)
+    console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str))
+
+
 def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None) -> tuple[str, list]:
     """Pivot of the ``leaderboard`` view: one line per configuration, best value x100 per metric,
     sorted by the first metric. Metric names become column names, so they are validated."""

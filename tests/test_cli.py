@@ -1,6 +1,9 @@
 """The `eventatlas` CLI: --help on every command, and the warehouse commands on a temp warehouse."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -61,3 +64,30 @@ def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
     assert r.exit_code == 0 and "ingest-samples" in r.output
     r = runner.invoke(app, ["train-all", "--params", "{not json"])
     assert r.exit_code == 1 and "bad --params" in r.output
+
+
+def test_build_wikievents_command_on_fixture_dumps(tmp_path, monkeypatch):
+    """`eventatlas build-wikievents --dumps layout.yaml` builds the fixture world end to end through the flow."""
+    import pyarrow.parquet as pq
+    import yaml
+    from prefect.testing.utilities import prefect_test_harness
+    from typer.testing import CliRunner
+
+    from wiki_world.world import LANGS, WORLD_PARAMS, build_world, write_dumps
+
+    from eventatlas.cli import app
+
+    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("EVENTATLAS_WAREHOUSE", str(tmp_path / "wh.duckdb"))
+    layout = tmp_path / "layout.yaml"
+    layout.write_text(yaml.safe_dump(write_dumps(build_world(), tmp_path / "dumps")))
+    out = tmp_path / "wg"
+    with prefect_test_harness():
+        r = CliRunner().invoke(app, ["build-wikievents", "--dumps", str(layout), "--languages", ",".join(LANGS),
+                                     "--params", json.dumps(WORLD_PARAMS), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    mentions = pq.read_table(out / "mentions.parquet")
+    assert mentions.num_rows > 0
+    # every mention's label set starts with its atomic event and every label is a known event
+    types = set(pq.read_table(out / "event_types.parquet").column("type_id").to_pylist())
+    assert all(set(ls) <= types for ls in mentions.column("labels").to_pylist())
