@@ -11,7 +11,7 @@ from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "leaderboard", "sql", "demo",
-            "migrate"]
+            "migrate", "build-wikievents"]
 runner = CliRunner()
 
 
