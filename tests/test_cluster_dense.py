@@ -234,10 +234,14 @@ def test_affinity_equals_sklearn_and_ignores_n_clusters():
 def test_dense_ceiling(monkeypatch):
     X, _ = blobs(n_per=10, seed=11)  # 60 points
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_N", "59")
-    for method in ("agglomerative", "manifold", "manifold_sym"):
+    for method in ("manifold", "manifold_sym"):  # k = N manifold has no sparse route: refuse
         with pytest.raises(DenseSizeError, match="EVENTATLAS_MAX_DENSE_N"):
             cluster(X, method, 3)
-    assert cluster(X, "agglomerative", 3, max_n=60).max() == 2  # explicit override wins
+    # agglomerative above the dense ceiling takes the exact O(N·d) nearest-neighbour-chain path
+    # instead of refusing: same partition as the dense path (explicit override of the ceiling)
+    dense = cluster(X, "agglomerative", 3, max_n=60)
+    assert dense.max() == 2
+    assert np.array_equal(cluster(X, "agglomerative", 3), dense)
     monkeypatch.setenv("EVENTATLAS_MAX_AFFINITY_N", "10")
     with pytest.raises(DenseSizeError, match="EVENTATLAS_MAX_AFFINITY_N"):
         cluster(X, "affinity")
