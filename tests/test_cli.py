@@ -66,28 +66,37 @@ def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
     assert r.exit_code == 1 and "bad --params" in r.output
 
 
-def test_build_wikievents_command_on_fixture_dumps(tmp_path, monkeypatch):
-    """`eventatlas build-wikievents --dumps layout.yaml` builds the fixture world end to end through the flow."""
+def test_build_wikievents_command_on_fixture_dumps(tmp_path):
+    """`eventatlas build-wikievents --dumps layout.yaml` builds the fixture world end to end through the flow.
+
+    Runs the real console command in a subprocess: an in-process CliRunner would leave Prefect's
+    log handlers bound to its closed capture stream for the rest of the session."""
+    import os
+    import subprocess
+    import sys
+
     import pyarrow.parquet as pq
     import yaml
-    from prefect.testing.utilities import prefect_test_harness
-    from typer.testing import CliRunner
 
     from wiki_world.world import LANGS, WORLD_PARAMS, build_world, write_dumps
 
-    from eventatlas.cli import app
-
-    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("EVENTATLAS_WAREHOUSE", str(tmp_path / "wh.duckdb"))
     layout = tmp_path / "layout.yaml"
     layout.write_text(yaml.safe_dump(write_dumps(build_world(), tmp_path / "dumps")))
     out = tmp_path / "wg"
-    with prefect_test_harness():
-        r = CliRunner().invoke(app, ["build-wikievents", "--dumps", str(layout), "--languages", ",".join(LANGS),
-                                     "--params", json.dumps(WORLD_PARAMS), "--out", str(out)])
-    assert r.exit_code == 0, r.output
+    env = {**os.environ, "EVENTATLAS_DATA": str(tmp_path / "data"), "EVENTATLAS_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+           "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "build-wikievents", "--dumps", str(layout),
+                        "--languages", ",".join(LANGS), "--params", json.dumps(WORLD_PARAMS), "--out", str(out)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     mentions = pq.read_table(out / "mentions.parquet")
     assert mentions.num_rows > 0
-    # every mention's label set starts with its atomic event and every label is a known event
+    # every label is a known event of the build's dictionary
     types = set(pq.read_table(out / "event_types.parquet").column("type_id").to_pylist())
     assert all(set(ls) <= types for ls in mentions.column("labels").to_pylist())
+    # the build was recorded in the warehouse
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM wiki_builds").fetchone()[0] == 1
