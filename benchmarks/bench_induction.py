@@ -11,7 +11,6 @@ Needs ../shared/data/ontoevent_maven (or --dataset-dir of an ingested OntoEvent 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time

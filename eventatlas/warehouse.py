@@ -294,7 +294,7 @@ class Warehouse:
             row["params"] = _json(row.get("params"))
             row["data_fingerprints"] = _json(row.get("data_fingerprints"))
             cols = [f for f in RUN_FIELDS if f in row]
-            con.execute(f"DELETE FROM runs WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
             con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                         [row[c] for c in cols])
         return run_id

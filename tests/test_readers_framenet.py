@@ -3,30 +3,15 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from collections import Counter, defaultdict
+from collections import Counter
 
 import pytest
 from conftest import shared_path
 
 from eventatlas.config import samples_dir
-from eventatlas.io import InputError, Rejects
+from eventatlas.io import InputError
 from eventatlas.readers import framenet, framenet_jsonl
-
-
-def collect(reader, path, **kw):
-    r, st, out = Rejects("t"), {}, defaultdict(list)
-    for t, row in reader.read(path, rejects=r, stats=st, **kw):
-        out[t].append(row)
-    return out, r, st
-
-
-def assert_offsets(mentions):
-    assert mentions
-    for m in mentions:
-        assert m["sentence"][m["trigger_start"] : m["trigger_end"]] == m["trigger"], m
-        for a in m["arguments"]:
-            if a["start"] is not None:
-                assert m["sentence"][a["start"] : a["end"]] == a["text"]
+from readers_util import collect, assert_offsets
 
 
 @pytest.mark.shared_data

@@ -7,21 +7,8 @@ import pytest
 from conftest import shared_path
 
 from eventatlas.config import samples_dir
-from eventatlas.io import Rejects
 from eventatlas.readers import maven, maven_fewshot
-
-
-def collect(reader, path, **kw):
-    r, st, out = Rejects("t"), {}, defaultdict(list)
-    for t, row in reader.read(path, rejects=r, stats=st, **kw):
-        out[t].append(row)
-    return out, r, st
-
-
-def assert_offsets(mentions):
-    assert mentions
-    for m in mentions:
-        assert m["sentence"][m["trigger_start"] : m["trigger_end"]] == m["trigger"], m
+from readers_util import collect, assert_offsets
 
 
 def test_maven_sample_splits_negatives_candidates_coref():

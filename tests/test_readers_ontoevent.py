@@ -9,6 +9,7 @@ from conftest import shared_path
 from eventatlas.config import samples_dir
 from eventatlas.io import Rejects
 from eventatlas.readers import ontoevent
+from readers_util import assert_offsets
 
 
 def collect(path, **kw):
@@ -16,12 +17,6 @@ def collect(path, **kw):
     for t, row in ontoevent.read(path, rejects=r, stats=st, **kw):
         out[t].append(row)
     return out, r, st
-
-
-def assert_offsets(mentions):
-    assert mentions
-    for m in mentions:
-        assert m["sentence"][m["trigger_start"] : m["trigger_end"]] == m["trigger"], m
 
 
 @pytest.mark.shared_data

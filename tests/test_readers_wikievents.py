@@ -9,6 +9,7 @@ from conftest import shared_path
 from eventatlas.config import samples_dir
 from eventatlas.io import InputError, Rejects
 from eventatlas.readers import wikievents
+from readers_util import assert_offsets
 
 
 def collect(path, **kw):
@@ -16,15 +17,6 @@ def collect(path, **kw):
     for t, row in wikievents.read(path, rejects=r, stats=st, **kw):
         out[t].append(row)
     return out, r, st
-
-
-def assert_offsets(mentions):
-    assert mentions
-    for m in mentions:
-        assert m["sentence"][m["trigger_start"] : m["trigger_end"]] == m["trigger"], m
-        for a in m["arguments"]:
-            if a["start"] is not None:
-                assert m["sentence"][a["start"] : a["end"]] == a["text"]
 
 
 @pytest.mark.shared_data

@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from ..io import atomic_path, atomic_write_json
-from .augment import BT_LANGUAGES, backtranslate, resolve_augmentation, sample_languages, token_perturb
+from .augment import backtranslate, resolve_augmentation, sample_languages, token_perturb
 from .loss import augmented_loss, naming_loss
 from .model import REPRESENTATIONS, Batch, InductionModel
 from .stopping import choose_epoch, epoch_silhouettes
