@@ -46,6 +46,8 @@ import time
 import numpy as np
 import torch
 
+from .dense import relabel_first_seen
+
 log = logging.getLogger(__name__)
 
 __all__ = ["average_linkage", "label_linkage", "cut", "default_device"]
@@ -116,13 +118,8 @@ def cut(Z: np.ndarray, n_clusters: int | None = None, distance_threshold: float 
         if np.array_equal(nxt, roots):
             break
         roots = nxt
-    _, labels = np.unique(roots, return_inverse=True)
     # Renumber by first occurrence so labels are deterministic and readable.
-    first = {}
-    out = np.empty(n, dtype=np.int64)
-    for i, r in enumerate(labels):
-        out[i] = first.setdefault(int(r), len(first))
-    return out
+    return relabel_first_seen(roots)
 
 
 def _normalise(X: np.ndarray) -> np.ndarray:
