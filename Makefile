@@ -35,8 +35,14 @@ serve: $(STAMP)
 stop-serve:
 	bash scripts/serve.sh stop
 
+# Speed/memory benchmarks: each measures a ratio against its baseline in the same run and
+# writes JSON under benchmarks/results/. The 40k/118k clustering cases need ~13 GB free:
+#   $(PY) benchmarks/bench_cluster.py exact40k | manifold20k | big-exact | big-manifold
 bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/bench_encode.py
+	$(PY) benchmarks/bench_cluster.py small
+	$(PY) benchmarks/bench_wiki.py
+	$(PY) benchmarks/bench_induction.py --steps 12
 
 clean:
 	rm -rf data warehouse/eventatlas.duckdb .pytest_cache
