@@ -60,11 +60,7 @@ def check_dense_n(n: int, what: str, *, max_n: int | None = None, bytes_per_pair
         )
 
 
-def as_points(X, *, name: str = "X") -> np.ndarray:
-    """Validate an (N, d) finite feature matrix; returns it as float64 or float32."""
-    a = np.asarray(X)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {a.shape}")
+def _nonempty_finite_float(a: np.ndarray, name: str) -> np.ndarray:
     if a.shape[0] == 0:
         raise ValueError(f"{name} is empty: nothing to cluster")
     if a.dtype not in (np.float32, np.float64):
@@ -73,6 +69,14 @@ def as_points(X, *, name: str = "X") -> np.ndarray:
         bad = np.argwhere(~np.isfinite(a))[0]
         raise ValueError(f"{name} has a non-finite value at row {bad[0]}, column {bad[1]}")
     return a
+
+
+def as_points(X, *, name: str = "X") -> np.ndarray:
+    """Validate an (N, d) finite feature matrix; returns it as float64 or float32."""
+    a = np.asarray(X)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {a.shape}")
+    return _nonempty_finite_float(a, name)
 
 
 def as_square(D, *, name: str = "D") -> np.ndarray:
@@ -80,14 +84,7 @@ def as_square(D, *, name: str = "D") -> np.ndarray:
     a = np.asarray(D)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"metric='precomputed' needs a square (N, N) distance matrix, got shape {a.shape}")
-    if a.shape[0] == 0:
-        raise ValueError(f"{name} is empty: nothing to cluster")
-    if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float64)
-    if not np.isfinite(a).all():
-        bad = np.argwhere(~np.isfinite(a))[0]
-        raise ValueError(f"{name} has a non-finite value at row {bad[0]}, column {bad[1]}")
-    return a
+    return _nonempty_finite_float(a, name)
 
 
 def condensed_offsets(n: int) -> np.ndarray:

@@ -16,17 +16,22 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["knn", "normalise_rows"]
+__all__ = ["check_embeddings", "knn", "normalise_rows"]
 
 
-def normalise_rows(X: np.ndarray) -> np.ndarray:
+def check_embeddings(X) -> np.ndarray:
+    """A 2-D finite embedding matrix, or a ValueError naming the first bad row."""
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D array of embeddings, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         bad = int(np.argwhere(~np.isfinite(X))[0, 0])
         raise ValueError(f"embedding row {bad} has a non-finite value")
-    X = X.astype(np.float32, copy=True)
+    return X
+
+
+def normalise_rows(X: np.ndarray) -> np.ndarray:
+    X = check_embeddings(X).astype(np.float32, copy=True)
     norms = np.linalg.norm(X, axis=1)
     if np.any(norms == 0):
         raise ValueError(f"embedding row {int(np.argmin(norms))} is all zeros (cosine distance undefined)")

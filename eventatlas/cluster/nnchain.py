@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from .dense import relabel_first_seen
+from .knn import check_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +124,7 @@ def cut(Z: np.ndarray, n_clusters: int | None = None, distance_threshold: float 
 
 
 def _normalise(X: np.ndarray) -> np.ndarray:
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"expected a 2-D array of embeddings, got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        bad = int(np.argwhere(~np.isfinite(X))[0, 0])
-        raise ValueError(f"embedding row {bad} has a non-finite value")
-    Xd = X.astype(np.float64, copy=True)
+    Xd = check_embeddings(X).astype(np.float64, copy=True)
     norms = np.linalg.norm(Xd, axis=1)
     # sklearn's / the dense path's convention: an all-zero row stays zero, i.e. it has
     # cosine similarity 0 (distance 1) to everything; the cluster-sum algebra still holds.

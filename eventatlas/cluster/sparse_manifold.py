@@ -257,19 +257,27 @@ def _row_scan(pool_s, pool_v, pool_g, start, length, b, active, ver, prev):
 
 
 @numba.njit(cache=True)
+def _copy_live(pool_s, pool_v, pool_g, src, n, dst, active, ver):
+    """Copy the live entries of pool[src:src+n] (active slot, current generation) to pool[dst:];
+    dst <= src, so the copy is safe in place. Returns the end of the copied run."""
+    w = dst
+    for q in range(src, src + n):
+        s = pool_s[q]
+        if active[s] and pool_g[q] == ver[s]:
+            pool_s[w] = s
+            pool_v[w] = pool_v[q]
+            pool_g[w] = pool_g[q]
+            w += 1
+    return w
+
+
+@numba.njit(cache=True)
 def _append(pool_s, pool_v, pool_g, start, length, cap, row, slot, val, gen, top, active, ver):
     """Append (slot, val, gen) to a row; compact or move the row when full. Returns new pool top (-1: pool full)."""
     if length[row] == cap[row]:
         # drop stale entries first
         p0 = start[row]
-        w = p0
-        for q in range(p0, p0 + length[row]):
-            s = pool_s[q]
-            if active[s] and pool_g[q] == ver[s]:
-                pool_s[w] = s
-                pool_v[w] = pool_v[q]
-                pool_g[w] = pool_g[q]
-                w += 1
+        w = _copy_live(pool_s, pool_v, pool_g, p0, length[row], p0, active, ver)
         length[row] = w - p0
         if length[row] >= cap[row] or length[row] * 4 > cap[row] * 3:
             newcap = max(4, 2 * cap[row])
@@ -305,15 +313,7 @@ def _compact_pool(pool_s, pool_v, pool_g, start, length, cap, active, ver, n):
             cap[row] = 0
             start[row] = top
             continue
-        p0 = start[row]
-        w = top
-        for q in range(p0, p0 + length[row]):
-            s = pool_s[q]
-            if active[s] and pool_g[q] == ver[s]:
-                pool_s[w] = s
-                pool_v[w] = pool_v[q]
-                pool_g[w] = pool_g[q]
-                w += 1
+        w = _copy_live(pool_s, pool_v, pool_g, start[row], length[row], top, active, ver)
         start[row] = top
         length[row] = w - top
         cap[row] = min(length[row] + length[row] // 8 + 2, max(limit - top, length[row]))
