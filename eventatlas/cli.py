@@ -83,8 +83,13 @@ def ingest(
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
     from flows.ingest import ingest as ingest_flow
 
+    from .io import InputError
+
     opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
-    man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+    try:
+        man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+    except (InputError, FileNotFoundError, KeyError) as e:  # bad input: the message names file and record
+        _fail(str(e).strip("'\""))
     console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
                   f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
 
