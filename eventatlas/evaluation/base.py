@@ -1,0 +1,40 @@
+"""The metric row every evaluator emits (long form, one value per row).
+
+Columns (the warehouse ``metrics`` table has the same ones, plus ``run_id``):
+
+* ``task``: what is evaluated: ``induction`` (clustering mentions into types/frames),
+  ``naming``, ``linking``, ``similarity`` (event pairs), ``retrieval``, ``grounding``,
+  ``training`` (facts of the training itself, e.g. the chosen stopping epoch).
+* ``dataset``, ``split``: the data scored.
+* ``setting``: the evaluation protocol inside the task (e.g. ``10 seen / 40 unseen``,
+  ``fold 1``, ``k=5``); ``None`` when the task has a single protocol.
+* ``method``: the method (``untuned``, ``batch_attention``, ...).
+* ``representation``: the mention representation (``trigger``, ``sentence``, ...), or ``None``.
+* ``clustering``: a clustering *algorithm* name (``agglomerative``, ...) and nothing else; ``None``
+  where no clustering is involved.
+* ``variant``: what else distinguishes the row inside a method: the clustering input
+  (``attn_dot``), the baseline inside a run (``untuned:ft``), an oracle (``perfect``), an
+  ensemble (``ensemble3:attn_cos``), a loss (``triplet``)... ``None`` for the plain method.
+* ``metric``, ``value`` (float), ``seed`` (``-1`` for rows that pool several seeds).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
+               "metric", "value", "seed")
+TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training")
+
+
+def metric_rows(scores: Mapping[str, Any], *, task: str, dataset: str, method: str, seed: int,
+                split: str | None = None, setting: str | None = None, representation: str | None = None,
+                clustering: str | None = None, variant: str | None = None,
+                only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """One row per ``scores`` entry (``only`` keeps a subset of metric names)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    keep = set(only) if only is not None else None
+    return [{"task": task, "dataset": dataset, "split": split, "setting": setting, "method": method,
+             "representation": representation, "clustering": clustering, "variant": variant,
+             "metric": name, "value": float(value), "seed": int(seed)}
+            for name, value in scores.items() if keep is None or name in keep]
