@@ -52,7 +52,9 @@ def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max
 
 
 def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/red] {msg}")
+    from rich.markup import escape
+
+    console.print("[red]error:[/red] " + escape(msg))  # messages are literal text, not console markup
     raise typer.Exit(1)
 
 
@@ -154,23 +156,58 @@ def cluster(
 
 @app.command("train-all")
 def train_all(
-    methods: Optional[List[str]] = typer.Option(None, "--methods", help="method names (default untuned)"),
-    datasets: Optional[List[str]] = typer.Option(None, "--datasets", help="default: every labelled dataset"),
+    methods: Optional[List[str]] = typer.Option(None, "--methods", help="method names (default untuned); "
+                                                "`eventatlas methods` lists them with their parameters"),
+    datasets: Optional[List[str]] = typer.Option(None, "--datasets", help="default: every ingested dataset each "
+                                                 "method applies to"),
     seeds: Optional[List[str]] = typer.Option(None, "--seeds", help="default 0"),
     params: Optional[str] = typer.Option(None, "--params",
                                          help='JSON {method: {param: value}}, e.g. \'{"untuned": {"k_seen": 10}}\''),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (methods that set their own "
+                               "device in --params keep it)"),
+    resume: bool = typer.Option(False, "--resume", help="continue killed runs of the same configuration from "
+                                "their last checkpoint"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
-    try:  # validate before importing Prefect (slow, and it binds its log handlers to this stdout)
+    from .device import DeviceUnavailable, resolve_device
+    from .methods import ParamError, validate_params
+
+    # validate before importing Prefect (slow, and it binds its log handlers to this stdout)
+    try:
         p = json.loads(params) if params else None
         s = [int(x) for x in _split(seeds)] if seeds else None
     except ValueError as e:
         _fail(f"bad --params/--seeds: {e}")
+    m = _split(methods) or ["untuned"]
+    try:
+        validate_params(p, m)
+        resolve_device(device)
+    except (ParamError, DeviceUnavailable) as e:
+        _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=_split(methods), seeds=s, params=p)
+    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
     console.print(f"{out['runs']} runs published to {out['warehouse']}")
     _leaderboard()
+
+
+@app.command()
+def methods() -> None:
+    """The methods train-all can run: dataset kinds, GPU need, tasks and every --params key."""
+    from .methods import SPECS
+
+    for name, spec in SPECS.items():
+        console.print(f"[bold]{name}[/bold]: {spec.description}")
+        console.print(f"  applies to: {', '.join(sorted(spec.applies_to))}; tasks: {', '.join(spec.tasks)}; "
+                      f"GPU: {spec.gpu}")
+        cls = spec.config_class()
+        for key, f in cls.model_fields.items():
+            ann = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
+            default = f.default_factory() if f.default_factory else f.default
+            if hasattr(default, "model_dump"):
+                default = "{" + ", ".join(f"{k}: {v}" for k, v in default.model_dump().items()) + "}"
+            console.print(f"    {key}: {ann} = {default!r}" if not isinstance(default, str) or not default.startswith("{")
+                          else f"    {key}: {default}", markup=False)
 
 
 @app.command("build-wikievents")

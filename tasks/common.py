@@ -6,29 +6,23 @@ from pathlib import Path
 from typing import Any
 
 from eventatlas import config
-from eventatlas.io import atomic_write_json, fingerprint_paths
-from eventatlas.methods.base import has_labels
+from eventatlas.data import Manifest
+from eventatlas.data import ingested as ingested_manifests
+from eventatlas.io import atomic_write_json
 
 
 def ingested(datasets_dir: Path | None = None) -> dict[str, Path]:
     """name -> directory of every dataset whose manifest landed (no manifest = absent)."""
-    ddir = Path(datasets_dir or config.datasets_dir())
-    if not ddir.exists():
-        return {}
-    return {p.parent.name: p.parent for p in sorted(ddir.glob("*/manifest.json"))}
+    return {name: m.path for name, m in ingested_manifests(datasets_dir or config.datasets_dir()).items()}
 
 
 def labelled_datasets(datasets_dir: Path | None = None) -> list[str]:
-    return [name for name, d in ingested(datasets_dir).items() if has_labels(d)]
+    return [name for name, m in ingested_manifests(datasets_dir or config.datasets_dir()).items() if m.has_labels()]
 
 
 def data_fingerprint(dataset_dir: Path) -> str:
-    """The manifest's input fingerprint when it has one, else a content hash of the mentions."""
-    man = json.loads((Path(dataset_dir) / "manifest.json").read_text(encoding="utf-8"))
-    for key in ("fingerprint", "input_fingerprint", "source_fingerprint"):
-        if isinstance(man.get(key), str):
-            return man[key]
-    return fingerprint_paths([Path(dataset_dir) / "mentions.parquet"])
+    """What a run records about its data (``Manifest.data_fingerprint``)."""
+    return Manifest.read(dataset_dir).data_fingerprint()
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> Path:

@@ -48,9 +48,10 @@ def test_ontoevent_untuned_matches_reference(tmp_path, wh):
     assert man["rows"]["mentions"] == 5003
     res = untuned(tmp_path / "ontoevent_maven", tmp_path / "run", seed=0, representations=["trigger", "sentence"],
                   clusterings=["agglomerative", "manifold"], cache_dir=tmp_path / "cache")
-    p = res.params
-    assert (p["n_types"], p["k_seen"], p["n_unseen_types"], p["n_clusters"]) == (50, 10, 40, 40)
-    assert not p["subsampled"]
+    p, sel = res.params, res.params["selection"]
+    assert (sel["n_types"], sel["k_seen"], sel["n_unseen_types"], p["n_clusters"]) == (50, 10, 40, 40)
+    assert not sel["subsampled"] and p["setting"] == "10 seen / 40 unseen"
+    assert sel["drops"] == {"seen_type": {"n": 3621, "reason": "mention of a seen type: trained on, not scored"}}
     _publish(wh, "onto", res)
     got = wh.query("SELECT representation, clustering, value FROM latest_metrics "
                    "WHERE dataset = 'ontoevent_maven' AND metric = 'ari'")
@@ -67,10 +68,14 @@ def test_framenet_verbs_frames_as_clusters(tmp_path, wh):
     ingest("framenet_jsonl", src, out_dir=tmp_path / "fn", dataset="framenet_fulltext", progress=False)
     res = untuned(tmp_path / "fn", tmp_path / "run", seed=0, representations=["trigger"],
                   clusterings=["agglomerative", "manifold"], max_mentions=3000, cache_dir=tmp_path / "cache")
-    p = res.params
-    assert p["setting"] == "verbs (frames as clusters)" and p["lu_pos"] == "v" and p["k_seen"] == 0
-    assert p["n_labelled_selected"] > 5000 and p["subsampled"] and p["n_mentions_clustered"] == 3000
-    assert p["n_clusters"] == p["n_types_clustered"] > 300
+    p, sel = res.params, res.params["selection"]
+    # the registry's protocol: verbs (frames as clusters)
+    assert p["setting"].startswith("0 seen / ") and p["setting"].endswith(", verbs")
+    assert sel["lu_pos"] == "v" and sel["k_seen"] == 0
+    assert sel["n_labelled_selected"] > 5000 and sel["subsampled"] and sel["n_mentions_clustered"] == 3000
+    assert p["n_clusters"] == sel["n_types_clustered"] > 300
+    # every filter says what it dropped and why
+    assert sel["drops"]["lu_pos"]["n"] > 5000 and sel["drops"]["eval_subsample"]["n"] == sel["n_unseen_mentions"] - 3000
     _publish(wh, "fn", res)
     got = wh.query("SELECT clustering, metric, value FROM latest_metrics WHERE dataset = 'framenet_fulltext' "
                    "AND metric IN ('bcubed_f', 'purity_f', 'ari')")

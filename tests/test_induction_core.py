@@ -9,7 +9,7 @@ import torch
 
 from eventatlas.induction.loss import augmented_loss, label_matrices, masked_contrastive_loss, naming_loss
 from eventatlas.induction.model import Clusterer, ProjectionMLP
-from eventatlas.induction.naming import (best_rank, framenet_linking, inheritance_descendants, majority_types,
+from eventatlas.evaluation.naming import (best_rank, framenet_linking, inheritance_descendants, majority_types,
                                          type_naming, valid_frames)
 from eventatlas.induction.stopping import choose_epoch, epoch_silhouettes, smooth
 

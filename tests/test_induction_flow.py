@@ -107,56 +107,69 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
                        "Movement.Transport\tTransportation\ttest\nPersonnel.Elect\tChange_of_leadership\ttest\n")
     model = _tiny_bert(root)
     params = {"batch_attention": {
-        "model_id": str(model), "k_seen": 2, "epochs": 3, "batch_size": 8, "precision": "fp32",
-        "augmentation": "token_perturb", "framenet_dir": str(fn), "mapping": str(mapping),
-        "keep_checkpoints": "chosen", "stop_window": 3, "threads": 1, "representations": ["trigger"]}}
+        "model_id": str(model), "k_seen": 2, "augmentation": "token_perturb", "framenet_dir": str(fn),
+        "mapping": str(mapping), "stop_window": 3, "representations": ["trigger"],
+        "train": {"epochs": 3, "batch_size": 8, "precision": "fp32", "threads": 1}}}
     with prefect_test_harness(server_startup_timeout=300):  # shared, loaded CI machines
         summary = train_all(datasets=["mini_events"], methods=["batch_attention"], seeds=[0], params=params)
     assert summary["failed"] == [] and summary["runs"] == 1
     record = json.loads(Path(summary["records"][0]).read_text())
     assert record["run"]["status"] == "completed", record["run"].get("error")
+    assert record["run"]["device"].startswith("cpu (")  # the device it ran on, described
 
     wh = Warehouse()
     df = wh.query("SELECT * FROM metrics WHERE method = 'batch_attention'")
-    clusterings = set(df["clustering"])
-    for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft"):
+    assert set(df["setting"]) == {"2 seen / 3 unseen"}
+    ind = df[df.task == "induction"]
+    pairs = set(zip(ind["variant"], ind["clustering"]))
+    for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft", "untuned:ft"):
         for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
-            assert f"{inp}/{algo}" in clusterings
-    assert {"untuned:ft/agglomerative", "perfect", "stopping"} <= clusterings
-    ari = df[(df.metric == "ari")]
+            assert (inp, algo) in pairs
+    assert set(ind["clustering"]) == {"agglomerative", "manifold", "manifold_sym", "affinity"}  # algorithms only
+    ari = ind[ind.metric == "ari"]
     assert len(ari) == 20 and ari["value"].between(-0.5, 1).all()
     # shift invariance: 1 - S and -S give the same partitions, hence the same scores
-    a = ari.set_index("clustering")["value"]
+    a = ari.set_index(["variant", "clustering"])["value"]
     for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
-        assert a[f"attn_dot/{algo}"] == pytest.approx(a[f"attn_dot_neg/{algo}"])
+        assert a[("attn_dot", algo)] == pytest.approx(a[("attn_dot_neg", algo)])
     # naming on gold clusters ranks among 3 unseen names; linking has 3 mapped unseen types
-    perf = df[df.clustering == "perfect"].set_index("metric")["value"]
-    assert perf["naming_n_clusters"] == 3 and 1 <= perf["naming_mean_rank"] <= 3
-    assert perf["linking_n_clusters"] == 3 and perf["avg_cluster_purity"] == 1.0
-    stop = df[df.clustering == "stopping"].set_index("metric")["value"]
+    perf = df[df.variant == "perfect"]
+    naming = perf[perf.task == "naming"].set_index("metric")["value"]
+    linking = perf[perf.task == "linking"].set_index("metric")["value"]
+    assert naming["naming_n_clusters"] == 3 and 1 <= naming["naming_mean_rank"] <= 3
+    assert linking["linking_n_clusters"] == 3 and naming["avg_cluster_purity"] == 1.0
+    stop = df[df.task == "training"].set_index("metric")["value"]
     assert 0 <= stop["stop_epoch_paper"] <= 2 and 0 <= stop["stop_epoch_code"] <= 2
+
+    # the learning curve of the run is in the warehouse (one row per optimizer step)
+    run_id = record["run"]["run_id"]
+    steps = wh.query("SELECT step, epoch, loss FROM train_steps WHERE run_id = ? ORDER BY step", [run_id])
+    assert list(steps["step"]) == list(range(1, len(steps) + 1)) and set(steps["epoch"]) == {0, 1, 2}
+    evals = wh.query("SELECT DISTINCT metric FROM train_evals WHERE run_id = ?", [run_id])
+    assert "stop_score" in set(evals["metric"])
 
     params_out = record["run"]["params"]
     assert params_out["train"]["trigger"]["augmentation"] == "token_perturb"
-    assert params_out["n_unseen_types"] == 3 and params_out["n_seen_types"] == 2
+    assert params_out["selection"]["n_unseen_types"] == 3 and params_out["selection"]["n_seen_types"] == 2
     kinds = {a["kind"]: a["path"] for a in record["artifacts"]}
     emb = pq.read_table(kinds["embeddings/trigger"])
     assert emb.num_rows == 18 and len(emb["F"][0].as_py()) == 32
     asg = pq.read_table(kinds["assignments/trigger"])
     assert "attn_dot__agglomerative" in asg.column_names and asg.num_rows == 18
-    assert Path(kinds["umap/trigger"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for plot in ("plot/umap/trigger", "plot/learning_curve/trigger"):
+        assert Path(kinds[plot]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     run_dir = Path(kinds["embeddings/trigger"]).parent
-    ckpts = sorted((run_dir / "checkpoints").glob("*.pt"))
+    models = sorted((run_dir / "models").glob("*.pt"))
     chosen = json.loads((run_dir / "train_summary.json").read_text())["chosen_epoch"]["paper"]
-    assert [p.name for p in ckpts] == [f"epoch_{chosen:02d}.pt"]  # pruned to the chosen epoch
-    hist = json.loads((run_dir / "history.json").read_text())
+    assert [p.name for p in models] == [f"epoch_{chosen:02d}.pt"]  # pruned to the chosen epoch
+    hist = json.loads((run_dir / "train_summary.json").read_text())["history"]
     assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)
 
 
 def test_too_small_dataset_is_not_applicable(tmp_path):
     # 4 of 5 types seen leaves one unseen type: nothing to induce, so the run is skipped with a reason
-    from eventatlas.induction.method import run
     from eventatlas.methods.base import NotApplicable
+    from eventatlas.methods.batch_attention import run
 
     ddir = _write_dataset(tmp_path)
     with pytest.raises(NotApplicable, match="1 unseen types"):

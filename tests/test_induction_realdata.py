@@ -10,7 +10,7 @@ import pytest
 from conftest import shared_path
 
 from eventatlas.config import REPO_ROOT
-from eventatlas.induction.naming import read_mapping
+from eventatlas.evaluation.naming import read_mapping
 
 MAPS = REPO_ROOT / "datasets" / "mappings"
 
@@ -39,22 +39,23 @@ def test_mappings_name_real_framenet_frames():
 
 
 @pytest.mark.shared_data
-@pytest.mark.parametrize("rep", ["trigger"])  # sentence pooling shares the code path
+@pytest.mark.parametrize("rep", ["trigger", "sentence"])
 def test_trainer_features_equal_encoder_features(tmp_path, rep):
+    # the trained model's F (before any step) is the frozen Encoder's representation, L2-normalised:
+    # both run the one MentionEncoder module on the one definition of the inputs
     from eventatlas.encode import Encoder
-    from eventatlas.induction.train import MentionSet, TrainConfig, Trainer
+    from eventatlas.induction.model import InductionModel
+    from eventatlas.induction.training import embed_fqk
     from eventatlas.io import Rejects
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.tokens import tokenize_cached
     from eventatlas.readers import ontoevent
 
     rows = [r for t, r in ontoevent.read(shared_path("ontoevent_maven"), rejects=Rejects("o")) if t == "mentions"][:60]
-    labels = [r["labels"][0] for r in rows]
-    seen = sorted(set(labels))[:3]
-    data = MentionSet([r["mention_id"] for r in rows], [r["sentence"] for r in rows],
-                      [r["trigger_start"] for r in rows], [r["trigger_end"] for r in rows], labels, seen,
-                      sorted(set(labels) - set(seen)))
-    tr = Trainer(data, TrainConfig(representation=rep, precision="fp32", naming_weight=0), tmp_path)
-    got = tr.embed(np.arange(len(rows)))["F"]
-    ref = Encoder(None, precision="fp32").encode_mentions(data.sentences, data.starts, data.ends, rep)
-    ref = ref / np.linalg.norm(ref, axis=1, keepdims=True)
+    s, a, b = [r["sentence"] for r in rows], [r["trigger_start"] for r in rows], [r["trigger_end"] for r in rows]
+    enc = MentionEncoder(None, max_length=128)
+    items, _ = tokenize_cached(enc, s, a, b, rep, cache_dir=tmp_path)
+    got = embed_fqk(InductionModel(enc), items, rep, device="cpu", precision="fp32")["F"]
+    ref = Encoder(None, precision="fp32", max_length=128).encode_mentions(s, a, b, rep, normalize=True)
     assert got.shape == ref.shape
-    assert np.min(np.sum(got * ref, axis=1)) > 0.999
+    assert np.min(np.sum(got * ref, axis=1)) > 0.99999

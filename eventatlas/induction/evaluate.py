@@ -18,9 +18,15 @@ so the concatenation's cosine is the mean of the runs' cosines); Q/K cosine matr
 from __future__ import annotations
 
 import math
+import logging
+import time
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 INPUTS = ("attn_dot", "attn_dot_neg", "attn_cos", "ft")
 ALGORITHMS = ("agglomerative", "manifold", "manifold_sym", "affinity")
@@ -89,7 +95,153 @@ def cluster_all(dists: dict[str, np.ndarray], n_clusters: int, *, algorithms: Se
     return out
 
 
-def score_partitions(parts: dict[tuple[str, str], np.ndarray], y_true: Sequence[str]) -> dict[tuple[str, str], dict[str, float]]:
-    from ..metrics import clustering_scores
+def _rows(scores: dict[str, float], *, task: str, ctx: dict[str, Any], clustering: str | None = None,
+          variant: str | None = None) -> list[dict]:
+    from ..evaluation.base import metric_rows
 
-    return {key: clustering_scores(list(y_true), labels.tolist()) for key, labels in parts.items()}
+    return metric_rows(scores, task=task, clustering=clustering, variant=variant, **ctx)
+
+
+def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np.ndarray, dict[str, set[str]]]:
+    """Frame ids, definition embeddings (cached) and Inheritance descendants of an ingested FrameNet."""
+    import pyarrow.parquet as pq
+
+    from .. import config
+    from ..encode import Encoder
+    from ..evaluation.naming import inheritance_descendants
+    from ..io import atomic_path, fingerprint_paths
+
+    types = pq.read_table(framenet_dir / "event_types.parquet", columns=["type_id", "definition"]).to_pylist()
+    frame_ids = [t["type_id"] for t in types]
+    rel = pq.read_table(framenet_dir / "type_relations.parquet", columns=["source_id", "target_id", "relation"]).to_pylist()
+    desc = inheritance_descendants((r["source_id"], r["target_id"]) for r in rel if r["relation"] == "Inheritance")
+    fp = fingerprint_paths([framenet_dir / "event_types.parquet"])
+    cache = config.cache_dir() / "induction" / f"frames_{(model_id or config.DEFAULT_MODEL).replace('/', '_')}_{fp}.npy"
+    if cache.exists():
+        emb = np.load(cache)
+    else:
+        emb = Encoder(model_id, progress=False).encode_sentences([t["definition"] or t["type_id"] for t in types],
+                                                                  normalize=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(cache) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, emb)
+    return frame_ids, emb, desc
+
+
+def umap_png(f: np.ndarray, labels: Sequence, y_true: Sequence[str], path: Path, title: str, seed: int) -> Path:
+    """2-D UMAP of the features, coloured by induced cluster (left) and gold type (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import umap
+
+    from ..io import atomic_path
+
+    xy = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_jobs=1).fit_transform(f)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
+    gold = {t: i for i, t in enumerate(sorted(set(y_true)))}
+    for ax, lab, name in ((axes[0], labels, "induced clusters"), (axes[1], [gold[t] for t in y_true], "gold unseen types")):
+        ax.scatter(xy[:, 0], xy[:, 1], c=np.asarray(lab) % 20, cmap="tab20", s=4)
+        ax.set_title(name)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, Any], n_clusters: int | None,
+                     k_manifold: int | None, inputs: Sequence[str], algorithms: Sequence[str], model_id: str | None,
+                     names: dict[str, str], mapping: dict[str, list[str]] | None, framenet_dir: Path | None,
+                     umap_plot: bool = True, epoch: int | None = None) -> tuple[list[dict], list[dict]]:
+    """Metric rows and artifacts of one trained run directory (also used post hoc on saved runs).
+
+    ``ctx`` holds the row context (dataset, method, seed, split, setting, representation). Rows:
+    task ``induction`` for every (input, algorithm) at the chosen epoch (variant = the input) and for
+    the same encoder before training (variant ``untuned:ft``); ``naming`` / ``linking`` for those
+    partitions and the gold one (variant ``perfect``); ``training`` for the chosen stopping epochs."""
+    from ..cluster import cluster
+    from ..evaluation.clustering import evaluate_partitions
+    from ..evaluation.naming import framenet_linking, type_naming, valid_frames
+    from ..io import sha256_file, write_parquet
+    from .training import load_npz
+
+    rows: list[dict] = []
+    arts: list[dict] = []
+    chosen = summary["chosen_epoch"][summary["stop_rule"]] if epoch is None else epoch
+    ids = summary["unseen_mention_ids"]
+    y = summary["unseen_labels"]
+    k = int(n_clusters or len(set(y)))
+    emb = load_npz(summary["epoch_files"][chosen])
+    untuned = load_npz(summary["untuned_file"])
+    for rule, e in summary["chosen_epoch"].items():
+        rows += _rows({f"stop_epoch_{rule}": e}, task="training", ctx=ctx, variant="stopping")
+    t0 = time.perf_counter()
+    parts = cluster_all(distance_inputs(emb, inputs), k, algorithms=algorithms, k_manifold=k_manifold, seed=ctx["seed"])
+    for a in algorithms:
+        kw = {"k": min(k_manifold, len(y))} if k_manifold and a.startswith("manifold") else {}
+        parts[("untuned:ft", a)] = cluster(np.ascontiguousarray(1.0 - untuned["F"] @ untuned["F"].T), a,
+                                           None if a == "affinity" else k, metric="precomputed", seed=ctx["seed"], **kw)
+    log.info("clustered %d partitions in %.1fs", len(parts), time.perf_counter() - t0)
+    rows += evaluate_partitions({key: v.tolist() for key, v in parts.items()}, y, **ctx)
+
+    # naming / linking: centroids in the untuned encoder space, so the comparison between
+    # perfect, untuned and trained partitions isolates the effect of the partition
+    labelled = [(("perfect", None), np.array(y))] + list(parts.items())
+    if names:
+        from ..encode import Encoder
+
+        cands = sorted(set(y))
+        name_emb = Encoder(model_id, progress=False).encode_sentences([names.get(t, t) for t in cands], normalize=True)
+        for (variant, algo), lab in labelled:
+            m, _ = type_naming(untuned["F"], y, lab.tolist(), cands, name_emb)
+            rows += _rows(m, task="naming", ctx=ctx, clustering=algo, variant=variant)
+    if mapping is not None and framenet_dir is not None and (framenet_dir / "event_types.parquet").exists():
+        frame_ids, frame_emb, desc = frame_table(framenet_dir, model_id)
+        valid = valid_frames(mapping, desc)
+        for (variant, algo), lab in labelled:
+            m, _ = framenet_linking(untuned["F"], y, lab.tolist(), frame_ids, frame_emb, valid)
+            rows += _rows(m, task="linking", ctx=ctx, clustering=algo, variant=variant)
+
+    # artifacts: embeddings at the stopping epoch, assignments, UMAP plot
+    def vec(a: np.ndarray) -> pa.Array:
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        return pa.FixedSizeListArray.from_arrays(pa.array(a.ravel()), a.shape[1])
+
+    rep = ctx.get("representation")
+    emb_tab = pa.table({"mention_id": ids, "label": y, "F": vec(emb["F"]), "Q": vec(emb["Q"]), "K": vec(emb["K"])})
+    p = write_parquet(emb_tab, out_dir / "embeddings_unseen.parquet")
+    arts.append({"kind": f"embeddings/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
+    asg = {"mention_id": ids, "label": y,
+           **{f"{v}__{a}".replace(":", "_"): lab.astype(np.int64) for (v, a), lab in parts.items()}}
+    p = write_parquet(pa.table(asg), out_dir / "assignments_unseen.parquet")
+    arts.append({"kind": f"assignments/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
+    if umap_plot and len(ids) >= 10:
+        shown = parts.get(("attn_dot", "agglomerative"), next(iter(parts.values())))
+        p = umap_png(emb["F"], shown, y, out_dir / "umap_unseen.png",
+                     f"{ctx['dataset']} {rep}: unseen mentions, epoch {chosen}", ctx["seed"])
+        arts.append({"kind": f"plot/umap/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
+    return rows, arts
+
+
+def ensemble_rows(summaries: list[dict], ctx: dict[str, Any], n_clusters: int | None = None,
+                  algorithms: Sequence[str] = ("agglomerative", "manifold", "manifold_sym")) -> list[dict]:
+    """Rows of the ensemble of several runs' chosen epochs (the paper's E-FT), seed -1."""
+    from ..evaluation.clustering import evaluate_partitions
+    from .training import load_npz
+
+    ids = summaries[0]["unseen_mention_ids"]
+    if any(s["unseen_mention_ids"] != ids for s in summaries):
+        raise ValueError("ensemble runs do not share the unseen mentions")
+    runs = [load_npz(s["epoch_files"][s["chosen_epoch"][s["stop_rule"]]]) for s in summaries]
+    y = summaries[0]["unseen_labels"]
+    parts = cluster_all(distance_inputs(ensemble(runs)), int(n_clusters or len(set(y))), algorithms=algorithms)
+    n = len(runs)
+    return evaluate_partitions({(f"ensemble{n}:{inp}", algo): v.tolist() for (inp, algo), v in parts.items()}, y,
+                               **{**ctx, "seed": -1})

@@ -1,6 +1,6 @@
 """Batch-attention clusterer of Edwards & Ji (EACL 2023) on top of a fine-tuned HF encoder.
 
-F  = L2-normalised mention representation (mean pool over the sentence, or over the trigger tokens)
+F  = L2-normalised mention representation (mean pool over the sentence, or over the trigger pieces)
 Q, K = MLP_q(F), MLP_k(F), each Linear(d,d) -> ReLU -> Dropout -> Linear(d,d) -> ReLU -> LayerNorm
        -> Dropout -> Linear(d,d)
 S  = Q K^T / sqrt(d)  (over the minibatch),  F_hat = softmax(S, dim=1) F
@@ -11,8 +11,6 @@ The published code applies *one* LayerNorm module to both Q and K (its ``lnq`` i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 import torch.nn.functional as Fn
@@ -73,47 +71,25 @@ class NamingHead(nn.Module):
         return self.net(x)
 
 
-def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Masked mean over tokens; ``mask`` (n, L) selects the tokens pooled for each row."""
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-
-
-@dataclass
-class Batch:
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    pool_mask: torch.Tensor  # tokens to average: all real tokens (sentence) or the trigger tokens
-
-    def to(self, device) -> "Batch":
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.pool_mask.to(device))
-
-
 class InductionModel(nn.Module):
-    """Encoder + clusterer + optional naming head."""
+    """The shared mention encoder (:class:`eventatlas.modeling.MentionEncoder`) + clusterer + optional
+    naming head. F = L2-normalised pooled mention representation (trigger pieces or the sentence)."""
 
-    def __init__(self, encoder: nn.Module, dim: int, *, dropout: float = 0.1, share_layernorm: bool = False,
+    def __init__(self, encoder: nn.Module, *, dropout: float = 0.1, share_layernorm: bool = False,
                  name_dim: int | None = None):
         super().__init__()
         self.encoder = encoder
-        self.clusterer = Clusterer(dim, dropout=dropout, share_layernorm=share_layernorm)
-        self.head = NamingHead(dim, name_dim) if name_dim else None
+        self.dim = int(encoder.hidden_size)
+        self.clusterer = Clusterer(self.dim, dropout=dropout, share_layernorm=share_layernorm)
+        self.head = NamingHead(self.dim, name_dim) if name_dim else None
 
-    def features(self, batch: Batch) -> torch.Tensor:
-        out = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        pooled = mean_pool(out[0], batch.pool_mask)
-        return Fn.normalize(pooled.float(), p=2, dim=1)
+    def features(self, batch: dict[str, torch.Tensor], representation: str) -> torch.Tensor:
+        return Fn.normalize(self.encoder.encode_batch(batch, representation).float(), p=2, dim=1)
 
-    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        f = self.features(batch)
+    def forward(self, batch: dict[str, torch.Tensor], representation: str) -> dict[str, torch.Tensor]:
+        f = self.features(batch, representation)
         s, f_hat, q, k = self.clusterer(f)
         out = {"F": f, "S": s, "F_hat": f_hat, "Q": q, "K": k}
         if self.head is not None:
             out["name"] = self.head(f_hat)
         return out
-
-    def parameter_groups(self, encoder_lr: float, lr: float) -> list[dict]:
-        enc = list(self.encoder.parameters())
-        enc_ids = {id(p) for p in enc}
-        rest = [p for p in self.parameters() if id(p) not in enc_ids]
-        return [{"params": enc, "lr": encoder_lr, "name": "encoder"}, {"params": rest, "lr": lr, "name": "heads"}]

@@ -22,51 +22,45 @@ from ..io import atomic_write_json, sha256_file, write_parquet
 
 
 def _train(a) -> None:
-    from .data import load_mentions, type_texts
-    from .method import settings_for
-    from .train import TrainConfig, Trainer
+    from ..data import Manifest, protocol_for, select_labelled
+    from ..device import resolve_device
+    from ..methods.batch_attention import NAME, BatchAttentionConfig, train_representation
+    from ..methods.spec import merge_defaults
 
-    _, setting = settings_for(Path(a.dataset_dir))
-    data = load_mentions(a.dataset_dir, a.k_seen or setting["k_seen"], lu_pos=setting.get("lu_pos"))
-    cfg = TrainConfig(representation=a.rep, seed=a.seed, epochs=a.epochs, max_steps_per_epoch=a.steps,
-                      threads=a.threads, keep_checkpoints="chosen", batch_size=a.batch_size)
-    s = Trainer(data, cfg, a.out_dir, type_texts=type_texts(a.dataset_dir)).fit()
+    man = Manifest.read(a.dataset_dir)
+    train = {"epochs": a.epochs, "batch_size": a.batch_size, "threads": a.threads}
+    if a.steps:
+        train["max_steps_per_epoch"] = a.steps
+    cfg = merge_defaults(BatchAttentionConfig(train=train, **({"k_seen": a.k_seen} if a.k_seen else {})),
+                         protocol_for(man, NAME, "induction"))
+    sel = select_labelled(a.dataset_dir, k_seen=cfg.k_seen or 10, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
+                          seed=a.seed)
+    s, _ = train_representation(sel, cfg, a.rep, Path(a.out_dir), seed=a.seed, device=resolve_device(cfg.device),
+                                type_texts=man.type_texts(), resume=a.resume)
     print(json.dumps({k: s[k] for k in ("chosen_epoch", "total_seconds", "augmentation", "precision")}))
 
 
 def _ensemble_rows(dataset: str, rep: str, summaries: list[dict], n_clusters: int | None) -> list[dict]:
-    from .evaluate import cluster_all, distance_inputs, ensemble, score_partitions
-    from .train import load_epoch
+    from .evaluate import ensemble_rows
 
-    ids = summaries[0]["unseen_mention_ids"]
-    if any(s["unseen_mention_ids"] != ids for s in summaries):
-        raise ValueError("ensemble runs do not share the unseen mentions")
-    runs = [load_epoch(s["epoch_files"][s["chosen_epoch"][s["stop_rule"]]]) for s in summaries]
-    y = summaries[0]["unseen_labels"]
-    parts = cluster_all(distance_inputs(ensemble(runs)), int(n_clusters or len(set(y))),
-                        algorithms=("agglomerative", "manifold", "manifold_sym"))
-    rows = []
-    for (inp, algo), sc in score_partitions(parts, y).items():
-        for m, v in sc.items():
-            rows.append({"dataset": dataset, "split": "unseen", "method": "batch_attention",
-                         "representation": rep, "clustering": f"ensemble{len(runs)}:{inp}/{algo}", "metric": m,
-                         "value": float(v), "seed": -1})
-    return rows
+    ctx = {"dataset": dataset, "method": "batch_attention", "seed": -1, "split": "unseen",
+           "setting": summaries[0].get("setting"), "representation": rep}
+    return ensemble_rows(summaries, ctx, n_clusters)
 
 
 def _evaluate(a) -> None:
     from ..runinfo import code_version, device_info, new_run_id, utcnow
     from ..warehouse import Warehouse, metrics_table
-    from .method import evaluate_saved
+    from ..methods.batch_attention import evaluate_saved
 
     all_rows: list[dict] = []
     by_rep: dict[str, list[dict]] = defaultdict(list)
     records = []
     for rd in map(Path, a.run_dirs):
         summary = json.loads((rd / "train_summary.json").read_text())
-        seed = int(summary["config"]["seed"])
+        seed = int(summary["seed"])
         res = evaluate_saved(rd, a.dataset_dir, seed=seed, framenet_dir=a.framenet_dir, umap_plot=not a.no_umap)
-        by_rep[summary["config"]["representation"]].append(summary)
+        by_rep[summary["representation"]].append(summary)
         run_id = new_run_id(f"batch_attention-{res.params['dataset']}-s{seed}")
         mpath = write_parquet(metrics_table(res.metrics, run_id=run_id), rd / "metrics.parquet")
         arts = [*res.artifacts, {"kind": "metrics", "path": str(mpath), "rows": len(res.metrics),
@@ -84,7 +78,7 @@ def _evaluate(a) -> None:
             all_rows += rows
             run_id = new_run_id(f"batch_attention-ensemble-{rep}")
             run = {"run_id": run_id, "flow": "induction-posthoc", "task": "ensemble", "method": "batch_attention",
-                   "params": {"representation": rep, "members": [s["config"]["seed"] for s in sums]},
+                   "params": {"representation": rep, "members": [s["seed"] for s in sums]},
                    "code_version": code_version(), "seed": -1, "status": "completed", "device": device_info()}
             records.append((run, rows, []))
     if a.publish:
@@ -139,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--batch-size", type=int, default=10)
     t.add_argument("--k-seen", type=int, default=None)
     t.add_argument("--threads", type=int, default=None)
+    t.add_argument("--resume", action="store_true", help="continue from the directory's last checkpoint")
     e = sub.add_parser("evaluate")
     e.add_argument("dataset_dir")
     e.add_argument("run_dirs", nargs="+")

@@ -1,25 +1,51 @@
-"""Model families runnable by ``train-all``: name -> "module:function".
-
-Each function has the signature
-``run(dataset_dir: Path, out_dir: Path, *, seed: int, **params) -> MethodResult``
-(see ``eventatlas.methods.base``). Lazy dotted paths keep imports cheap and let
-each method live in its own module.
-"""
+"""Methods runnable by ``train-all``, each declared by a :class:`MethodSpec` (typed config, dataset
+kinds, GPU need, evaluation tasks). Specs name their config and run function lazily, so validating
+``--params`` imports neither torch nor the method's code."""
 from __future__ import annotations
 
-import importlib
-from typing import Callable
+from typing import Any, Mapping
 
-REGISTRY: dict[str, str] = {
-    "untuned": "eventatlas.methods.untuned:run",
-    "batch_attention": "eventatlas.induction.method:run",
+from .spec import MethodConfig, MethodSpec, ParamError
+
+SPECS: dict[str, MethodSpec] = {
+    "untuned": MethodSpec(
+        name="untuned", config="eventatlas.methods.untuned:UntunedConfig", run="eventatlas.methods.untuned:run",
+        applies_to=frozenset({"typed_mentions", "event_pairs"}), tasks=("induction", "similarity"),
+        description="frozen encoder: cluster unseen types' mentions; score event-pair similarity"),
+    "batch_attention": MethodSpec(
+        name="batch_attention", config="eventatlas.methods.batch_attention:BatchAttentionConfig",
+        run="eventatlas.methods.batch_attention:run", applies_to=frozenset({"typed_mentions"}),
+        tasks=("induction", "naming", "linking", "training"), gpu="advised",
+        description="batch-attention type induction (Edwards & Ji 2023): train on seen types, cluster unseen"),
 }
+REGISTRY = SPECS  # name -> spec
 
 
-def get_method(name: str) -> Callable:
+def get_spec(name: str) -> MethodSpec:
     try:
-        target = REGISTRY[name]
+        return SPECS[name]
     except KeyError:
-        raise KeyError(f"unknown method {name!r}; known: {sorted(REGISTRY)}") from None
-    mod, fn = target.split(":")
-    return getattr(importlib.import_module(mod), fn)
+        raise ParamError(f"unknown method {name!r}; known: {', '.join(sorted(SPECS))}") from None
+
+
+def validate_params(params: Mapping[str, Any] | None, methods: list[str] | None = None) -> dict[str, MethodConfig]:
+    """Validate ``{method: {key: value}}`` for every named method (and each method in ``methods``);
+    raises :class:`ParamError` listing every problem, before anything runs."""
+    params = dict(params or {})
+    if not isinstance(params, dict) or any(not isinstance(v, dict) for v in params.values()):
+        raise ParamError('--params must be a JSON object {method: {key: value}}, e.g. {"untuned": {"k_seen": 10}}')
+    errors, out = [], {}
+    for name in list(dict.fromkeys([*(methods or []), *params])):
+        try:
+            out[name] = get_spec(name).validate(params.get(name))
+        except ParamError as e:
+            errors.append(str(e))
+    for name in params:
+        if methods is not None and name not in methods and name in SPECS:
+            errors.append(f"--params: parameters given for {name!r}, which is not among the methods run ({methods})")
+    if errors:
+        raise ParamError("\n".join(errors))
+    return out
+
+
+__all__ = ["MethodConfig", "MethodSpec", "ParamError", "REGISTRY", "SPECS", "get_spec", "validate_params"]

@@ -1,205 +1,128 @@
-"""The untuned baseline: cluster the unseen types' mentions with a frozen encoder.
+"""The untuned baseline: a frozen encoder, no training.
 
-Protocol (type induction, as in the CEO's reference figures): the ``k_seen`` most
-frequent primary labels are "seen" (ties broken by type id), every other type is
-"unseen"; the unseen mentions are embedded with each representation and clustered into
-as many clusters as there are unseen types, by each clustering method; each partition
-is scored with :func:`eventatlas.metrics.clustering_scores` against the primary labels.
-
-Dataset defaults (applied when the caller does not override them):
-FrameNet full text = "verbs (frames as clusters)": verb lexical units only (LU ending
-``.v``), ``k_seen=0`` so every frame is a cluster. Above ``max_mentions`` selected
-mentions we subsample deterministically with the run seed (recorded in the params),
-since average linkage on N points needs O(N^2) memory and time on a CPU.
+* Datasets with typed mentions (type induction): the ``k_seen`` most frequent primary labels are
+  "seen" (the protocol of :func:`eventatlas.data.select_labelled`), the unseen types' mentions are
+  embedded with each representation and clustered into as many clusters as there are unseen types
+  by each algorithm, and scored (task ``induction``). Dataset defaults come from the registry's
+  ``protocol`` (FrameNet full text: verb lexical units, ``k_seen = 0`` = frames as clusters). Above
+  ``max_mentions`` unseen mentions a seeded subsample is clustered (recorded in the params).
+* Event-pair datasets (hard similarity, transitive similarity, MCNC): every event is the text
+  ``template`` filled with its (subject, verb, object), mean-pooled, and scored by
+  :func:`eventatlas.evaluation.pairs.evaluate_event_pairs` (task ``similarity``).
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from tqdm.auto import tqdm
+from pydantic import Field
 
-from .. import config
-from ..io import sha256_file, write_parquet
-from ..runinfo import set_seeds
-from .base import MethodResult, NotApplicable, dataset_kind, read_manifest
+from .. import config as paths
+from ..io import write_parquet
+from .base import MethodResult, NotApplicable
+from .spec import EncoderConfig, MethodConfig, merge_defaults
 
 log = logging.getLogger(__name__)
 
 NAME = "untuned"
+Representation = Literal["sentence", "trigger", "mask", "mix", "window4"]
+Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
 DEFAULT_CLUSTERINGS = ("agglomerative", "manifold", "manifold_sym", "affinity")
+DEFAULT_REPRESENTATIONS = ("sentence", "trigger", "mask", "mix", "window4")
 DEFAULT_K_SEEN = 10
 DEFAULT_MAX_MENTIONS = 20_000
 
-# Keyed by the reader that produced the dataset (manifest "reader"); prefix match.
-DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
-    "framenet": {"setting": "verbs (frames as clusters)", "lu_pos": "v", "k_seen": 0,
-                 "require_metrics": ["bcubed_f", "purity_f"]},
-}
+
+class UntunedConfig(MethodConfig):
+    k_seen: Optional[int] = Field(None, ge=0, description="most frequent types held out as seen (default: protocol, 10)")
+    seen_types: Optional[list[str]] = None
+    representations: Optional[list[Representation]] = None
+    clusterings: Optional[list[Algorithm]] = None
+    n_clusters: Optional[int] = Field(None, ge=2)
+    splits: Optional[Union[list[str], str]] = None
+    lu_pos: Optional[str] = None
+    max_mentions: Optional[int] = Field(DEFAULT_MAX_MENTIONS, ge=2)
+    model_id: Optional[str] = None
+    metrics: Optional[list[str]] = None
+    require_metrics: list[str] = Field(default_factory=list)  # always kept when `metrics` filters
+    cache_dir: Optional[Path] = None
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    template: str = "{subj} {verb} {obj}"  # event-pair datasets: how an (s, v, o) event becomes text
+    lowercase: bool = True
 
 
-def _defaults_for(manifest: dict[str, Any], dataset_name: str) -> dict[str, Any]:
-    kind = (dataset_kind(manifest) or dataset_name or "").lower()
-    for prefix, d in DATASET_DEFAULTS.items():
-        if kind.startswith(prefix):
-            return dict(d)
-    return {}
-
-
-def _lu_pos(extra: str | None) -> str | None:
-    if not extra:
-        return None
-    try:
-        lu = json.loads(extra).get("lu")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(lu, str) or "." not in lu:
-        return None
-    return lu.rsplit(".", 1)[1]
-
-
-def select_mentions(
-    table: pa.Table,
-    *,
-    k_seen: int,
-    splits: Sequence[str] | None = None,
-    lu_pos: str | None = None,
-    max_mentions: int | None = DEFAULT_MAX_MENTIONS,
-    seed: int = 0,
-) -> tuple[pa.Table, np.ndarray, dict[str, Any]]:
-    """Rows of the unseen-type mentions to cluster, their primary labels and selection stats.
-
-    Pure function of its inputs (tested on hand-made tables).
-    """
-    n_total = table.num_rows
-    if splits:
-        table = table.filter(pc.is_in(table["split"], value_set=pa.array(list(splits), pa.string())))
-    labels = table["labels"].to_pylist()
-    keep = [bool(lab) for lab in labels]
-    if lu_pos is not None:
-        if "extra" not in table.column_names:
-            raise ValueError("lu_pos filter needs the mentions' 'extra' column (FrameNet LU)")
-        pos = [_lu_pos(e) for e in table["extra"].to_pylist()]
-        keep = [k and p == lu_pos for k, p in zip(keep, pos)]
-    idx = np.flatnonzero(keep)
-    table = table.take(pa.array(idx, pa.int64()))
-    y_all = np.array([labels[i][0] for i in idx], dtype=object)
-    counts = Counter(y_all.tolist())
-    ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties: type id ascending
-    k_requested = k_seen
-    # Tiny datasets (the shipped samples) may have <= k_seen types: keep at least two
-    # unseen types so there is something to cluster; recorded as k_seen vs k_seen_requested.
-    k_seen = max(0, min(k_seen, len(counts) - 2))
-    seen = set(ranked[:k_seen])
-    unseen_mask = np.array([t not in seen for t in y_all], dtype=bool)
-    table = table.filter(pa.array(unseen_mask))
-    y = y_all[unseen_mask]
-    n_unseen = len(y)
-    subsampled = False
-    if max_mentions and n_unseen > max_mentions:
-        rng = np.random.default_rng(seed)
-        pick = np.sort(rng.choice(n_unseen, size=max_mentions, replace=False))
-        table = table.take(pa.array(pick, pa.int64()))
-        y = y[pick]
-        subsampled = True
-    stats = {
-        "n_mentions_total": n_total,
-        "n_labelled_selected": int(len(idx)),
-        "n_types": len(counts),
-        "k_seen_requested": k_requested,
-        "k_seen": k_seen,
-        "seen_types": ranked[:k_seen],
-        "n_seen_types": len(seen),
-        "n_unseen_types": len(counts) - len(seen),
-        "n_unseen_mentions": n_unseen,
-        "n_mentions_clustered": int(len(y)),
-        "n_types_clustered": len(set(y.tolist())),
-        "subsampled": subsampled,
-    }
-    return table, y, stats
-
-
-def run(
-    dataset_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    seed: int = 0,
-    k_seen: int | None = None,
-    representations: Sequence[str] | None = None,
-    clusterings: Sequence[str] | None = None,
-    n_clusters: int | None = None,
-    splits: Sequence[str] | str | None = None,
-    lu_pos: str | None = None,
-    max_mentions: int | None = DEFAULT_MAX_MENTIONS,
-    model_id: str | None = None,
-    metrics: Sequence[str] | None = None,
-    cache_dir: str | Path | None = None,
-    encoder: dict[str, Any] | None = None,
-) -> MethodResult:
+def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: UntunedConfig | None = None,
+        **params: Any) -> MethodResult:
     """Run the untuned baseline on one ingested dataset; see the module docstring."""
+    from ..data import Manifest, protocol_for
+    from ..device import describe, resolve_device
+    from ..runinfo import set_seeds
+
+    cfg = config if config is not None else UntunedConfig.model_validate(params)
+    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    cfg = merge_defaults(cfg, protocol_for(man, NAME, "induction"))
+    device = resolve_device(cfg.device)  # an unavailable device is refused before any work
+    set_seeds(seed)
+    kinds = man.kinds()
+    result = MethodResult(device=describe(device))
+    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
+                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device}
+    if "typed_mentions" in kinds:
+        _induction(man, out_dir, seed, cfg, device, result)
+    if "event_pairs" in kinds:
+        _similarity(man, out_dir, seed, cfg, device, result)
+    if not result.metrics:
+        raise NotApplicable(f"{dataset_dir}: neither typed mentions nor event pairs (kinds: {sorted(kinds) or 'none'})")
+    return result
+
+
+def _embedding_meta(npy: Path) -> dict[str, Any]:
+    side = npy.with_suffix(".json")
+    return json.loads(side.read_text(encoding="utf-8")) if side.exists() else {}
+
+
+def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
     from ..cluster import cluster
     from ..cluster.guards import DenseBudgetError
-    from ..encode import REPRESENTATIONS, embed_mentions, load_embeddings
-    from ..metrics import clustering_scores
+    from ..data import select_labelled
+    from ..encode import embed_mentions, load_embeddings
+    from ..evaluation.clustering import evaluate_partitions
+    from ..io import sha256_file
 
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    manifest = read_manifest(dataset_dir)
-    dataset = manifest.get("dataset") or dataset_dir.name
-    defaults = _defaults_for(manifest, dataset)
-    if k_seen is None:
-        k_seen = defaults.get("k_seen", DEFAULT_K_SEEN)
-    if lu_pos is None:
-        lu_pos = defaults.get("lu_pos")
-    if isinstance(splits, str):
-        splits = [splits]
-    representations = list(representations or REPRESENTATIONS)
-    clusterings = list(clusterings or DEFAULT_CLUSTERINGS)
-    metric_names = list(metrics) if metrics else None
-    if metric_names is not None:
-        metric_names += [m for m in defaults.get("require_metrics", []) if m not in metric_names]
-    set_seeds(seed)
-
-    src = dataset_dir / "mentions.parquet"
-    table = pq.read_table(src)
-    sel, y, stats = select_mentions(table, k_seen=k_seen, splits=splits, lu_pos=lu_pos,
-                                    max_mentions=max_mentions, seed=seed)
-    del table
-    if len(y) < 2 or stats["n_types_clustered"] < 2:
-        raise NotApplicable(f"{src}: only {len(y)} unseen mentions / {stats['n_types_clustered']} unseen types "
-                         f"after selection (k_seen={k_seen}, splits={splits}, lu_pos={lu_pos}); nothing to cluster")
-    k = int(n_clusters or stats["n_types_clustered"])
-    split_name = ",".join(splits) if splits else (
-        ",".join(sorted({s for s in sel["split"].to_pylist() if s})) or "all")
+    splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
+    sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
+                          seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
+                          seed=seed)
+    reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
+    algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
+    only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
+    table, y = sel.eval_table(), sel.eval_labels
+    k = int(cfg.n_clusters or sel.record["n_types_clustered"])
+    split_name = ",".join(splits) if splits else (",".join(sorted({s for s in table["split"].to_pylist() if s})) or "all")
+    setting = sel.setting()
     out_dir.mkdir(parents=True, exist_ok=True)
-    selected_path = write_parquet(sel, out_dir / "selected_mentions.parquet")
-    params = {
-        "method": NAME, "dataset": dataset, "setting": defaults.get("setting", "unseen types"),
-        "n_clusters": k, "splits": list(splits) if splits else None, "lu_pos": lu_pos,
-        "max_mentions": max_mentions, "representations": representations, "clusterings": clusterings,
-        "model_id": model_id or config.DEFAULT_MODEL, "encoder": encoder or {}, "seed": seed, **stats,
-    }
-    log.info("untuned %s: %d unseen mentions of %d types -> %d clusters (%s)", dataset, len(y),
-             stats["n_types_clustered"], k, "subsampled" if stats["subsampled"] else "all")
-
-    rows: list[dict[str, Any]] = []
-    artifacts: list[dict[str, Any]] = [
-        {"kind": "selected_mentions", "path": str(selected_path), "rows": sel.num_rows,
-         "sha256": sha256_file(selected_path)}
-    ]
-    ids = sel["mention_id"].to_pylist()
+    selected = write_parquet(table, out_dir / "selected_mentions.parquet")
+    result.add_artifact("selected_mentions", selected, table.num_rows)
+    params = result.params
+    params.update({"setting": setting, "n_clusters": k, "representations": reps, "clusterings": algos,
+                   "selection": sel.record, "embeddings": {}})
+    log.info("untuned %s: %d unseen mentions of %d types -> %d clusters (%s)", man.dataset, len(y),
+             sel.record["n_types_clustered"], k, "subsampled" if sel.record["subsampled"] else "all")
+    ids = table["mention_id"].to_pylist()
     timings: dict[str, float] = {}
-    bar = tqdm(total=len(representations) * len(clusterings), desc=f"untuned {dataset}", unit="run")
-    for rep in representations:
+    enc_kw = {"device": device, **cfg.encoder.model_dump()}
+    for rep in reps:
         t0 = time.perf_counter()
-        emb_path = embed_mentions(selected_path, model_id, rep, cache_dir=cache_dir, **(encoder or {}))
+        emb_path = embed_mentions(selected, cfg.model_id, rep, cache_dir=cfg.cache_dir, **enc_kw)
+        meta = _embedding_meta(emb_path)
+        params["embeddings"][rep] = {"cache_key": meta.get("key"), "computed_on": meta.get("device"),
+                                     "precision": meta.get("precision")}
         emb_ids, X = load_embeddings(emb_path)
         y_rep, ids_rep = y, ids
         if list(emb_ids) != ids:
@@ -213,33 +136,43 @@ def run(
             y_rep, ids_rep = y[keep], [ids[i] for i in keep]
             params.setdefault("embedding_dropped", {})[rep] = len(ids) - len(keep)
         timings[f"embed/{rep}"] = round(time.perf_counter() - t0, 3)
-        for method in clusterings:
+        for algo in algos:
             t0 = time.perf_counter()
-            kw = {} if method == "affinity" else {"n_clusters": k}
+            kw = {} if algo == "affinity" else {"n_clusters": k}
             try:
-                pred = np.asarray(cluster(X, method, seed=seed, **kw))
+                pred = np.asarray(cluster(X, algo, seed=seed, **kw))
             except DenseBudgetError as e:
-                # one method over the dense-memory ceiling (affinity first) must not sink the others
-                log.warning("untuned %s %s/%s skipped: %s", dataset, rep, method, e)
-                params.setdefault("skipped", {})[f"{rep}/{method}"] = str(e)
-                bar.update(1)
+                # one algorithm over the dense-memory ceiling (affinity first) must not sink the others
+                log.warning("untuned %s %s/%s skipped: %s", man.dataset, rep, algo, e)
+                params.setdefault("skipped", {})[f"{rep}/{algo}"] = str(e)
                 continue
-            scores = clustering_scores(y_rep.tolist(), pred.tolist())
-            timings[f"cluster/{rep}/{method}"] = round(time.perf_counter() - t0, 3)
-            for name, value in scores.items():
-                if metric_names is not None and name not in metric_names:
-                    continue
-                rows.append({"dataset": dataset, "split": split_name, "method": NAME, "representation": rep,
-                             "clustering": method, "metric": name, "value": float(value), "seed": seed})
+            rows = evaluate_partitions({(None, algo): pred.tolist()}, y_rep.tolist(), dataset=man.dataset,
+                                       method=NAME, seed=seed, split=split_name, setting=setting,
+                                       representation=rep, only=only)
+            result.metrics += rows
+            timings[f"cluster/{rep}/{algo}"] = round(time.perf_counter() - t0, 3)
             apath = write_parquet(
                 pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred.astype(np.int64)}),
-                out_dir / "assignments" / f"{rep}__{method}.parquet",
-            )
-            artifacts.append({"kind": f"assignments/{rep}/{method}", "path": str(apath), "rows": len(ids_rep),
-                              "sha256": sha256_file(apath)})
-            log.info("untuned %s %s/%s: ari=%.4f (%d clusters found)", dataset, rep, method,
-                     scores.get("ari", float("nan")), len(set(pred.tolist())))
-            bar.update(1)
-    bar.close()
+                out_dir / "assignments" / f"{rep}__{algo}.parquet")
+            result.artifacts.append({"kind": f"assignments/{rep}/{algo}", "path": str(apath), "rows": len(ids_rep),
+                                     "sha256": sha256_file(apath)})
+            ari = next((r["value"] for r in rows if r["metric"] == "ari"), float("nan"))
+            log.info("untuned %s %s/%s: ari=%.4f (%d clusters found)", man.dataset, rep, algo, ari,
+                     len(set(pred.tolist())))
     params["timings_s"] = timings
-    return MethodResult(metrics=rows, artifacts=artifacts, params=params)
+
+
+def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
+    import pyarrow.parquet as pq
+
+    from ..encode import Encoder
+    from ..evaluation.pairs import evaluate_event_pairs
+
+    pairs = pq.read_table(man.table("event_pairs"))
+    enc = Encoder(cfg.model_id, device=device, progress=False, **cfg.encoder.model_dump())
+    rows = evaluate_event_pairs(pairs, lambda texts: enc.encode_sentences(texts), template=cfg.template,
+                                lowercase=cfg.lowercase, dataset=man.dataset, method=NAME, seed=seed,
+                                representation="sentence")
+    result.metrics += rows
+    result.params.update({"template": cfg.template, "event_pairs": pairs.num_rows, "precision": enc.precision})
+    log.info("untuned %s: %s", man.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))

@@ -1,0 +1,42 @@
+"""Per-dataset protocol settings, read from ``datasets/registry.yaml`` (not from code tables).
+
+Each registry entry may carry a ``protocol`` mapping: one section per task (``induction``, ...)
+shared by every method of that task, and optional sections named after a method that override
+it for that method only, e.g.::
+
+    framenet_jsonl:
+      protocol:
+        induction: {k_seen: 0, lu_pos: v, require_metrics: [bcubed_f, purity_f]}
+        batch_attention: {k_seen: 100}
+
+A dataset finds its entry by the reader that produced it (``manifest.reader``), else by its name
+(samples are ``<dataset>_sample``). Values a user passes explicitly always win over these.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .manifest import Manifest
+
+
+def registry_entry(manifest: Manifest) -> tuple[str | None, dict[str, Any]]:
+    """(registry key, entry) describing ``manifest``'s dataset, or (None, {})."""
+    from ..ingest import load_registry
+
+    reg = load_registry()
+    if manifest.reader and manifest.reader in reg:
+        return manifest.reader, reg[manifest.reader]
+    name = manifest.dataset.removesuffix("_sample")
+    for key, entry in reg.items():
+        if name in (key, entry.get("dataset")):
+            return key, entry
+    return None, {}
+
+
+def protocol_for(manifest: Manifest, method: str, task: str = "induction") -> dict[str, Any]:
+    """The dataset's settings for ``task``, overridden by its ``method`` section."""
+    _, entry = registry_entry(manifest)
+    proto = entry.get("protocol") or {}
+    out = dict(proto.get(task) or {})
+    out.update(proto.get(method) or {})
+    return out

@@ -1,0 +1,238 @@
+"""``batch_attention``: batch-attention event type induction (Edwards & Ji, EACL 2023) for ``train-all``.
+
+An encoder plus a Q/K clusterer is trained with the masked semi-supervised contrastive loss over
+minibatch attention scores on the seen types' mentions (and the unseen ones as unlabelled), the
+epoch is chosen without labels (silhouette window), and every clustering input (Attn-DotProduct,
+Attn-Cosine, fine-tuned features) x algorithm is scored on the unseen types, beside the same encoder
+before training (variant ``untuned:ft``), with type naming and FrameNet linking.
+
+Data selection, training loop, device/precision and evaluation are the shared platform's
+(:mod:`eventatlas.data`, :mod:`eventatlas.training`, :mod:`eventatlas.evaluation`); the seen/unseen
+settings are dataset protocols in ``datasets/registry.yaml`` (ACE 10/23, MAVEN 150/18 with manifold
+k = 3000, OntoEvent-MAVEN 10/40, FrameNet frames with 100 seen).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import Field
+
+from .. import config as paths
+from ..io import atomic_write_json, sha256_file
+from ..training.args import TrainingArgs
+from .base import MethodResult, NotApplicable
+from .spec import MethodConfig, merge_defaults
+
+log = logging.getLogger(__name__)
+
+NAME = "batch_attention"
+MAPPINGS_DIR = paths.REPO_ROOT / "datasets" / "mappings"
+# The stopping rule clusters the unseen mentions at several counts and needs 2 <= c <= n - 1;
+# below this many unseen mentions (e.g. the shipped samples) the method has nothing to learn from.
+MIN_UNSEEN_MENTIONS = 10
+Input = Literal["attn_dot", "attn_dot_neg", "attn_cos", "ft"]
+Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
+
+
+class BatchAttentionTraining(TrainingArgs):
+    """The paper's settings (encoder lr 2e-5, the rest 1e-4, Adam, constant schedule with the
+    published code's 1000 warm-up steps capped at 20% of training, batch 10, 10 epochs, no clipping)."""
+
+    epochs: int = Field(10, ge=1)
+    batch_size: int = Field(10, ge=2)
+    lr: float = Field(2e-5, gt=0)
+    head_lr: Optional[float] = Field(1e-4, gt=0)
+    optimizer: Literal["adamw", "adam"] = "adam"
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(1000, ge=0)
+    warmup_max_ratio: Optional[float] = Field(0.2, ge=0, le=1)
+    max_grad_norm: Optional[float] = None
+
+
+class BatchAttentionConfig(MethodConfig):
+    representations: list[Literal["trigger", "sentence"]] = ["trigger"]
+    k_seen: Optional[int] = Field(None, ge=1)
+    seen_types: Optional[list[str]] = None
+    lu_pos: Optional[str] = None
+    n_clusters: Optional[int] = Field(None, ge=2)
+    k_manifold: Optional[int] = Field(None, ge=2)
+    inputs: list[Input] = ["attn_dot", "attn_dot_neg", "attn_cos", "ft"]
+    algorithms: list[Algorithm] = ["agglomerative", "manifold", "manifold_sym", "affinity"]
+    naming: bool = True
+    linking: bool = True
+    framenet_dir: Optional[Path] = None  # an ingested FrameNet (frames + definitions); default <data>/datasets/framenet
+    mapping: Optional[str] = None  # type -> frames TSV in datasets/mappings (or a path, or "identity")
+    max_mentions: Optional[int] = Field(20_000, ge=10)  # cap on the unseen mentions scored
+    max_train_mentions: Optional[int] = Field(None, ge=10)
+    umap_plot: bool = True
+    model_id: Optional[str] = None
+    max_length: int = Field(128, ge=8)
+    margin: float = 0.5
+    dropout: float = Field(0.1, ge=0, lt=1)
+    share_layernorm: bool = False  # the published code applies one LayerNorm to Q and K
+    naming_weight: float = Field(1.0, ge=0)  # 0 disables the auxiliary naming head
+    augmentation: Literal["auto", "backtranslation", "dropout_view", "token_perturb"] = "auto"
+    perturb_p: float = Field(0.1, ge=0, lt=1)
+    eval_batch_size: int = Field(64, ge=1)
+    stop_clusters: Optional[list[int]] = None  # None: (n_unseen_types x 1, 2, 4) capped below n
+    stop_key: Optional[int] = None  # which count picks the epoch; None = mean over counts
+    stop_rule: Literal["paper", "code"] = "paper"
+    stop_window: int = Field(5, ge=1)
+    keep_models: Literal["all", "chosen", "none"] = "chosen"
+    train: BatchAttentionTraining = Field(default_factory=BatchAttentionTraining)
+
+
+def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None:
+    from ..evaluation.naming import read_mapping
+
+    if not name:
+        return None
+    if name == "identity":
+        return {t: [t] for t in unseen}
+    p = Path(name)
+    return read_mapping(p if p.is_absolute() else MAPPINGS_DIR / name)
+
+
+def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *, seed: int, device: str,
+                         type_texts: dict[str, str], resume: bool = False) -> tuple[dict[str, Any], Any]:
+    """Train one representation's model; returns the summary evaluation needs and the TrainResult."""
+    from ..encode import Encoder
+    from ..modeling import MentionEncoder
+    from ..modeling.tokens import tokenize_cached
+    from ..runinfo import set_seeds
+    from ..training import Trainer
+    from ..induction.augment import backtranslate, resolve_augmentation
+    from ..induction.model import InductionModel
+    from ..induction.training import InductionTask, SilhouetteSelection
+
+    set_seeds(seed)
+    enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
+    items, hit = tokenize_cached(enc, sel.sentences, sel.starts, sel.ends, rep)
+    # naming targets B_t: the *untuned* encoder's embedding of each seen type's name text
+    name_targets = None
+    if type_texts and cfg.naming_weight > 0:
+        import torch
+
+        e = Encoder(module=enc, device="cpu", precision="fp32", progress=False)
+        name_targets = torch.from_numpy(e.encode_sentences([type_texts.get(t, t) for t in sel.seen_types],
+                                                           normalize=True))
+    model = InductionModel(enc, dropout=cfg.dropout, share_layernorm=cfg.share_layernorm,
+                           name_dim=enc.hidden_size if name_targets is not None else None)
+    augmentation = resolve_augmentation(cfg.augmentation)
+    bt = None
+    if augmentation == "backtranslation":
+        bt = backtranslate(sel.sentences, paths.cache_dir() / "backtranslation" / "marian_bt.parquet", device=device)
+    triggers = [s[a:b] for s, a, b in zip(sel.sentences, sel.starts, sel.ends)]
+    task = InductionTask(model, items, sel.seen_index, rep, augmentation=augmentation, perturb_p=cfg.perturb_p,
+                         name_targets=name_targets, naming_weight=cfg.naming_weight, margin=cfg.margin,
+                         sentences=sel.sentences, triggers=triggers, backtranslations=bt)
+    n_eval = len(sel.eval_index)
+    base = cfg.stop_clusters or [len(sel.unseen_types) * m for m in (1, 2, 4)]
+    counts = [c for c in base if 2 <= c <= n_eval - 1]
+    cb = SilhouetteSelection([items[i] for i in sel.eval_index], rep, out, counts, stop_key=cfg.stop_key,
+                             eval_batch_size=cfg.eval_batch_size, keep_models=cfg.keep_models)
+    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out, seed=seed, callbacks=[cb],
+                      phase=rep)
+    res = trainer.fit(resume=resume)
+    chosen = cb.choose(cfg.stop_window)
+    cb.prune_models(chosen[cfg.stop_rule])
+    summary = {
+        "config": cfg.model_dump(mode="json"), "representation": rep, "seed": seed, "setting": sel.setting(),
+        "augmentation": augmentation,
+        "precision": res.precision, "device": res.device, "token_cache_hit": hit,
+        "n_mentions": len(sel), "n_unseen_mentions": n_eval, "seen_types": sel.seen_types,
+        "unseen_types": sel.unseen_types, "stop_counts": counts, "history": res.history,
+        "silhouettes": cb.silhouettes, "stop_scores": cb.scores, "chosen_epoch": chosen, "stop_rule": cfg.stop_rule,
+        "total_seconds": res.seconds, "epoch_files": cb.epoch_files,
+        "untuned_file": str(out / "epochs" / "untuned.npz"),
+        "unseen_mention_ids": [sel.mention_ids[i] for i in sel.eval_index],
+        "unseen_labels": sel.eval_labels.tolist(), "train": {k: v for k, v in res.summary().items() if k != "history"},
+    }
+    atomic_write_json(out / "train_summary.json", summary)
+    return summary, res
+
+
+def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: BatchAttentionConfig | None = None,
+        resume: bool = False, **params: Any) -> MethodResult:
+    """Train + evaluate on one dataset (see the module docstring)."""
+    from ..data import Manifest, protocol_for, select_labelled
+    from ..device import resolve_device
+    from ..induction.evaluate import evaluate_trained
+
+    cfg = config if config is not None else BatchAttentionConfig.model_validate(params)
+    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    proto = protocol_for(man, NAME, "induction")
+    cfg = merge_defaults(cfg, proto)
+    device = resolve_device(cfg.device)
+    sel = select_labelled(dataset_dir, k_seen=cfg.k_seen or 10, seen_types=cfg.seen_types, lu_pos=cfg.lu_pos,
+                          max_train=cfg.max_train_mentions, max_eval=cfg.max_mentions, seed=seed)
+    n_eval = len(sel.eval_index)
+    if not sel.seen_types or len(sel.unseen_types) < 2 or n_eval < MIN_UNSEEN_MENTIONS:
+        raise NotApplicable(
+            f"{dataset_dir}: batch_attention needs seen types, >= 2 unseen types and >= {MIN_UNSEEN_MENTIONS} "
+            f"unseen mentions; got {len(sel.seen_types)} seen / {len(sel.unseen_types)} unseen types and "
+            f"{n_eval} unseen mentions (k_seen={sel.record['k_seen']})")
+    texts = man.type_texts()
+    fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
+    mp = _mapping(cfg.mapping or proto.get("mapping"), sel.unseen_types) if cfg.linking else None
+    k_manifold = cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")
+    result = MethodResult()
+    result.params = {"method": NAME, "dataset": man.dataset, "setting": sel.setting(), "selection": sel.record,
+                     "k_manifold": k_manifold, "n_clusters": cfg.n_clusters or len(sel.unseen_types),
+                     "framenet_dir": str(fn_dir) if mp is not None else None, "config": cfg.model_dump(mode="json"),
+                     "train": {}}
+    for rep in cfg.representations:
+        rdir = out_dir / rep
+        summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
+                                            resume=resume)
+        result.add_training(res)
+        ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
+               "representation": rep}
+        rows, arts = evaluate_trained(rdir, summary, ctx=ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
+                                      inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
+                                      names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
+                                      umap_plot=cfg.umap_plot)
+        result.metrics += rows
+        result.artifacts += arts
+        result.artifacts.append({"kind": f"train_summary/{rep}", "path": str(rdir / "train_summary.json"),
+                                 "sha256": sha256_file(rdir / "train_summary.json")})
+        result.params["train"][rep] = {k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch",
+                                                               "total_seconds", "stop_counts")}
+        result.params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in summary["history"]]))
+    atomic_write_json(out_dir / "batch_attention_params.json", result.params)
+    return result
+
+
+def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, framenet_dir: str | Path | None = None,
+                   umap_plot: bool = True, **overrides: Any) -> MethodResult:
+    """Evaluate a finished training directory (``train_summary.json`` + epoch files) as ``run`` would
+    (runs trained in the background, see ``eventatlas.induction.posthoc``)."""
+    import json
+
+    from ..data import Manifest, protocol_for
+    from ..induction.evaluate import evaluate_trained
+
+    run_dir, dataset_dir = Path(run_dir), Path(dataset_dir)
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    cfg = BatchAttentionConfig.model_validate({**summary["config"], **overrides})
+    man = Manifest.read(dataset_dir)
+    proto = protocol_for(man, NAME, "induction")
+    rep = summary["representation"]
+    fn_dir = Path(framenet_dir) if framenet_dir else paths.datasets_dir() / "framenet"
+    mp = _mapping(cfg.mapping or proto.get("mapping"), summary["unseen_types"]) if cfg.linking else None
+    setting = summary.get("setting") or f"{len(summary['seen_types'])} seen / {len(summary['unseen_types'])} unseen"
+    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": setting,
+           "representation": rep}
+    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, n_clusters=cfg.n_clusters,
+                                  k_manifold=cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold"),
+                                  inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
+                                  names=man.type_texts() if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
+                                  umap_plot=umap_plot)
+    params = {"method": NAME, "dataset": man.dataset, "representation": rep, "posthoc_evaluation": True,
+              **{k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch", "total_seconds",
+                                         "stop_counts", "config")}}
+    return MethodResult(metrics=rows, artifacts=arts, params=params, device=summary.get("device"))

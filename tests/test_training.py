@@ -1,0 +1,186 @@
+"""Training core: bucketed sampler, the loop (groups, schedule, logs), kill -9 + resume equality,
+the token-id cache, device resolution."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from eventatlas.training import BucketBatchSampler, TrainingArgs, padding_fraction, shard
+from eventatlas.training.loop import lr_lambda
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tiny_models import tiny_bert  # noqa: E402
+from train_worker import SENTS, build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_bert(tmp_path_factory.mktemp("m"), [s for s, _, _ in SENTS] + ["reelected", "stormed"])
+
+
+# ----------------------------------------------------------------------------- sampler
+@pytest.mark.parametrize("bucket", [True, False])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_sampler_yields_every_example_once_per_epoch(bucket, drop_last):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 120, size=1003)
+    s = BucketBatchSampler(lengths, 16, seed=5, bucket=bucket, chunk_batches=8, drop_last=drop_last)
+    for epoch in range(3):
+        batches = s.batches(epoch)
+        flat = np.concatenate(batches)
+        assert len(batches) == len(s)
+        if drop_last:
+            assert len(flat) == 1003 // 16 * 16 and len(set(flat.tolist())) == len(flat)
+        else:
+            assert sorted(flat.tolist()) == list(range(1003))  # exactly once
+    # deterministic in (seed, epoch), different across epochs and seeds
+    assert all(np.array_equal(a, b) for a, b in zip(s.batches(1), s.batches(1)))
+    assert not all(np.array_equal(a, b) for a, b in zip(s.batches(0), s.batches(1)))
+    other = BucketBatchSampler(lengths, 16, seed=6, bucket=bucket, chunk_batches=8, drop_last=drop_last)
+    assert not all(np.array_equal(a, b) for a, b in zip(s.batches(0), other.batches(0)))
+
+
+def test_bucketing_cuts_padding_and_shards_are_even():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(5, 200, size=4000)
+    plain = BucketBatchSampler(lengths, 32, seed=0, bucket=False).padding_fraction()
+    bucketed = BucketBatchSampler(lengths, 32, seed=0, bucket=True, chunk_batches=50).padding_fraction()
+    assert plain > 0.3 and bucketed < 0.05, (plain, bucketed)
+    # hand-computed padding share: batches [0,1] (5, 3) and [2] (4): padded 2*5 + 4 = 14, real 12
+    assert padding_fraction(np.array([5, 3, 4]), [np.array([0, 1]), np.array([2])]) == pytest.approx(2 / 14)
+    b = BucketBatchSampler(lengths, 32, seed=0).batches(0)
+    parts = [shard(b, r, 3) for r in range(3)]
+    assert len({len(p) for p in parts}) == 1 and len(parts[0]) == len(b) // 3
+    flat = np.concatenate([x for p in parts for x in p])
+    assert len(set(flat.tolist())) == len(flat)  # no example on two processes
+
+
+def test_lr_schedules_by_hand():
+    f = lr_lambda("linear", warmup=2, total=6)
+    assert [round(f(s), 4) for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+    c = lr_lambda("cosine", warmup=0, total=4)
+    assert [round(c(s), 4) for s in range(5)] == [1.0, 0.8536, 0.5, 0.1464, 0.0]
+    assert lr_lambda("constant", warmup=3, total=10)(7) == 1.0
+
+
+# ----------------------------------------------------------------------------- the loop
+def test_loop_trains_logs_and_uses_parameter_groups(tiny, tmp_path):
+    model, tr = build(str(tiny), str(tmp_path / "out"), epochs=4, sleep=0)
+    assert [g["lr"] for g in tr.optimizer.param_groups] == [pytest.approx(1e-3 * 0.5), pytest.approx(5e-3 * 0.5)]
+    assert tr.group_names == ["encoder", "heads"]
+    res = tr.fit()
+    steps = pq.read_table(res.steps_path).to_pylist()
+    assert res.steps == len(steps) == 4 * 7 and [r["step"] for r in steps] == list(range(1, 29))
+    assert steps[0]["lr"] == pytest.approx(0.5e-3) and steps[1]["lr"] == pytest.approx(1e-3)  # warm-up 2
+    assert steps[-1]["lr"] == pytest.approx(1e-3 * 1 / 26)  # linear decay to the last step
+    assert dict(steps[0]["terms"])["lr/heads"] == pytest.approx(2.5e-3)
+    assert all(r["examples_per_s"] > 0 and r["tokens_per_s"] > 0 for r in steps)
+    losses = [h["loss"] for h in res.history]
+    assert losses[-1] < losses[0]  # it learns the three trigger classes
+    assert Path(res.plot_path).read_bytes()[:4] == b"\x89PNG"
+    assert res.device.startswith("cpu") and res.precision == "fp32"
+
+
+def _run_worker(model_dir, out, *extra, wait=True):
+    cmd = [sys.executable, str(HERE / "train_worker.py"), str(model_dir), str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if wait:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.timeout(600)
+def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
+    ref = _run_worker(tiny, tmp_path / "ref")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    out = tmp_path / "killed"
+    proc = _run_worker(tiny, out, "--sleep", "0.15", wait=False)
+    latest = out / "checkpoints" / "latest.json"
+    deadline = time.time() + 240
+    # kill mid-epoch: after a step checkpoint inside the second epoch (7 batches per epoch)
+    while time.time() < deadline:
+        if latest.exists() and '"epoch": 1' in latest.read_text() and '"batch": 0' not in latest.read_text():
+            break
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "final.pt").exists()
+    res = _run_worker(tiny, out, "--resume")
+    assert res.returncode == 0, res.stderr[-2000:]
+    a, b = torch.load(tmp_path / "ref" / "final.pt"), torch.load(out / "final.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # the step log of the resumed run is the uninterrupted one's (same losses at every step)
+    la = pq.read_table(tmp_path / "ref" / "train_steps.parquet", columns=["step", "loss"]).to_pylist()
+    lb = pq.read_table(out / "train_steps.parquet", columns=["step", "loss"]).to_pylist()
+    assert [r["step"] for r in la] == [r["step"] for r in lb]
+    assert np.allclose([r["loss"] for r in la], [r["loss"] for r in lb], rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- token cache
+def test_token_cache_hits_and_invalidates(tiny, tmp_path):
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.tokens import tokenize_cached
+
+    enc = MentionEncoder(str(tiny), max_length=32)
+    s = [x[0] for x in SENTS[:9]]
+    a = [x[0].index(x[1]) for x in SENTS[:9]]
+    b = [i + len(x[1]) for i, x in zip(a, SENTS[:9])]
+    calls = []
+    real = enc.prepare
+    enc.prepare = lambda *aa, **kw: calls.append(1) or real(*aa, **kw)
+    first, hit = tokenize_cached(enc, s, a, b, "trigger", cache_dir=tmp_path)
+    assert not hit and len(calls) == 1
+    again, hit = tokenize_cached(enc, s, a, b, "trigger", cache_dir=tmp_path)
+    assert hit and len(calls) == 1 and [x.ids for x in again] == [x.ids for x in first]
+    assert [x.target for x in again] == [x.target for x in first]
+    # data change -> miss
+    s2 = list(s)
+    s2[0] = s2[0].replace("town", "city")
+    _, hit = tokenize_cached(enc, s2, a, b, "trigger", cache_dir=tmp_path)
+    assert not hit
+    # representation / max_length / model change -> miss
+    _, hit = tokenize_cached(enc, s, a, b, "mask", cache_dir=tmp_path)
+    assert not hit
+    short = MentionEncoder(str(tiny), max_length=16)
+    _, hit = tokenize_cached(short, s, a, b, "trigger", cache_dir=tmp_path)
+    assert not hit
+    other = MentionEncoder(str(tiny_bert(tmp_path, s + ["extra", "words"], name="other")), max_length=32)
+    _, hit = tokenize_cached(other, s, a, b, "trigger", cache_dir=tmp_path)
+    assert not hit
+
+
+# ----------------------------------------------------------------------------- devices
+def test_device_auto_falls_back_without_cuda(monkeypatch):
+    from eventatlas import device as dev
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dev.resolve_device("auto") == "cpu" and dev.resolve_device(None) == "cpu"
+    for bad in ("cuda", "cuda:0"):
+        with pytest.raises(dev.DeviceUnavailable, match="no CUDA GPU"):
+            dev.resolve_device(bad)
+    with pytest.raises(dev.DeviceUnavailable, match="unknown device"):
+        dev.resolve_device("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert dev.resolve_device("auto") == "cuda" and dev.resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(dev.DeviceUnavailable, match="cuda:0..cuda:1"):
+        dev.resolve_device("cuda:2")
+
+
+def test_training_args_refuse_unknown_keys():
+    with pytest.raises(Exception, match="lr_encoder"):
+        TrainingArgs(lr_encoder=1e-5)

@@ -1,0 +1,84 @@
+"""A tiny, deterministic training job run in a subprocess by tests/test_training.py (kill / resume).
+
+python tests/train_worker.py MODEL_DIR OUT_DIR [--resume] [--sleep S] [--epochs N]
+Prints the final weights' checksum path on success.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import torch
+
+SENTS = [("The army attacked the town .", "attacked", 0), ("Rebels attacked a convoy .", "attacked", 0),
+         ("Gunmen attacked the base at night .", "attacked", 0), ("The king died in Paris .", "died", 1),
+         ("Two miners died after the collapse .", "died", 1), ("The poet died at home .", "died", 1),
+         ("Leaders met in Geneva .", "met", 2), ("The envoy met the rebel commander today .", "met", 2),
+         ("Ministers met to discuss the trade deal .", "met", 2)] * 3
+
+
+class Head(torch.nn.Module):
+    def __init__(self, encoder, n):
+        super().__init__()
+        self.encoder = encoder
+        self.drop = torch.nn.Dropout(0.3)
+        self.out = torch.nn.Linear(encoder.hidden_size, n)
+
+
+class Task:
+    def __init__(self, enc, sleep: float):
+        s = [x[0] for x in SENTS]
+        a = [x[0].index(x[1]) for x in SENTS]
+        self.items = enc.prepare(s, a, [i + len(x[1]) for i, x in zip(a, SENTS)], "trigger")
+        self.y = torch.tensor([x[2] for x in SENTS])
+        self.enc, self.sleep = enc, sleep
+
+    def lengths(self):
+        return [len(it.ids) for it in self.items]
+
+    def make_batch(self, idx, rng):
+        b = self.enc.collate([self.items[i] for i in idx], "trigger")
+        b["y"] = self.y[idx]
+        b["noise"] = torch.from_numpy(rng.normal(size=len(idx)).astype(np.float32))  # exercises the task RNG
+        return b
+
+    def loss(self, model, b):
+        if self.sleep:
+            time.sleep(self.sleep)
+        v = model.encoder(b["input_ids"], b["attention_mask"], b["pool"], "trigger")
+        logits = model.out(model.drop(v)) + 0.01 * b["noise"][:, None]
+        loss = torch.nn.functional.cross_entropy(logits, b["y"])
+        return loss, {"ce": float(loss.detach())}
+
+
+def build(model_dir: str, out: str, epochs: int, sleep: float):
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.training import Trainer, TrainingArgs
+
+    torch.manual_seed(0)
+    enc = MentionEncoder(model_dir, max_length=32)
+    model = Head(enc, 3)
+    args = TrainingArgs(epochs=epochs, batch_size=4, lr=1e-3, head_lr=5e-3, warmup_steps=2, schedule="linear",
+                        checkpoint_every=2, keep_checkpoints=2, device="cpu", precision="fp32", threads=1,
+                        progress=False)
+    return model, Trainer(model, Task(enc, sleep), args, out, seed=3)
+
+
+def main(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("model_dir")
+    p.add_argument("out")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--epochs", type=int, default=3)
+    a = p.parse_args(argv)
+    model, tr = build(a.model_dir, a.out, a.epochs, a.sleep)
+    tr.fit(resume=a.resume)
+    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, f"{a.out}/final.pt")
+    print("done", tr.state.step)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
