@@ -42,7 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_encode.py
 	$(PY) benchmarks/bench_cluster.py small
 	$(PY) benchmarks/bench_wiki.py
-	$(PY) benchmarks/bench_induction.py --steps 12
+	$(PY) benchmarks/bench_train.py
 
 clean:
 	rm -rf data warehouse/eventatlas.duckdb .pytest_cache

@@ -192,6 +192,42 @@ def train_all(
 
 
 @app.command()
+def train(
+    method: str = typer.Argument(..., help="method name (`eventatlas methods` lists them)"),
+    dataset: str = typer.Argument(..., help="ingested dataset name (or a dataset directory)"),
+    seed: int = typer.Option(0, "--seed"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON config of the method, e.g. "
+                                         '\'{"train": {"epochs": 3}}\''),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+    resume: bool = typer.Option(False, "--resume", help="continue the unfinished run of this configuration"),
+) -> None:
+    """One run without Prefect (also under `accelerate launch` / `torchrun` for data-parallel training).
+
+    Writes the run record under <data>/runs/<run_id>/ and prints its path; land it in the warehouse
+    with `eventatlas publish <path>`."""
+    from .device import DeviceUnavailable, resolve_device
+    from .methods import ParamError, get_spec
+
+    try:
+        p = json.loads(params) if params else {}
+        get_spec(method).validate(p)
+        resolve_device(device)
+    except ValueError as e:  # bad JSON, ParamError and DeviceUnavailable are ValueErrors
+        _fail(str(e))
+    ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
+    if not (ddir / "manifest.json").exists():
+        _fail(f"dataset {dataset!r} is not ingested (no {ddir / 'manifest.json'}); see `eventatlas datasets`")
+    from .runner import read_record, run_method
+
+    path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
+    if int(os.environ.get("RANK", "0")) == 0:
+        run = read_record(path)["run"]
+        console.print(f"{run['status']}: {path}" + (f" ({run['error']})" if run.get("error") else ""), markup=False)
+        if run["status"] == "failed":
+            raise typer.Exit(1)
+
+
+@app.command()
 def methods() -> None:
     """The methods train-all can run: dataset kinds, GPU need, tasks and every --params key."""
     from .methods import SPECS

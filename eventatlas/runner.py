@@ -1,0 +1,142 @@
+"""Run one method on one dataset and write its run record: the asset a ``train`` task computes.
+
+``run_method(method, dataset_dir, seed=..., params=..., device=..., resume=...)`` validates the
+method's typed config, runs it into ``runs/<run_id>/`` and writes ``run.json`` (run row, metrics
+Parquet, training logs, artifacts) for the publish step: it never touches the warehouse. The Prefect
+task (``tasks/train.py``) and the Prefect-free ``eventatlas train`` command both call it; the latter
+also runs under ``accelerate launch`` / ``torchrun`` (data-parallel training), where every process
+agrees on the run id and only the main process writes the record.
+
+A failed run still gets a record (status ``failed``, a one-line reason, the traceback in the run's
+``error.txt``); a run the method declares not applicable gets ``skipped`` with the reason.
+``resume=True`` continues the newest unfinished run directory of the same (method, dataset, seed,
+config, data) from its last checkpoint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import config
+from .io import atomic_write_json, atomic_write_text, sha256_file, write_parquet
+
+log = logging.getLogger(__name__)
+
+
+def write_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
+    path = Path(run_dir) / "run.json"
+    atomic_write_json(path, record)
+    return path
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def run_prefix(method: str, dataset: str, seed: int, cfg_json: dict[str, Any], fingerprint: str) -> str:
+    """Runs of the same configuration on the same data share this prefix (what ``resume`` looks for)."""
+    key = hashlib.sha256(json.dumps([cfg_json, fingerprint], sort_keys=True).encode()).hexdigest()[:8]
+    return f"{method}-{dataset}-s{seed}-{key}"
+
+
+def unfinished_run(prefix: str) -> str | None:
+    """The newest run directory with ``prefix`` that has no run record yet (killed mid-run)."""
+    cands = sorted((p for p in config.runs_dir().glob(f"{prefix}-*") if p.is_dir() and not (p / "run.json").exists()),
+                   key=lambda p: p.name)
+    return cands[-1].name if cands else None
+
+
+def _concat(paths: list[str], target: Path) -> str | None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not paths:
+        return None
+    return str(write_parquet(pa.concat_tables([pq.read_table(p) for p in paths]), target))
+
+
+def _distributed() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def _agree(value: str) -> str:
+    """Under a distributed launch every process takes the main process's value."""
+    if not _distributed():
+        return value
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    PartialState()  # joins the process group the launcher set up
+    obj = [value]
+    broadcast_object_list(obj, from_process=0)
+    return obj[0]
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+               device: str = "auto", resume: bool = False, flow: str = "train-all") -> Path:
+    """Run ``method`` on the dataset and return the path of its run record (see the module doc)."""
+    from .data import Manifest
+    from .methods import get_spec
+    from .methods.base import NotApplicable
+    from .methods.spec import json_params
+    from .runinfo import code_version, new_run_id, utcnow
+    from .warehouse import metrics_table
+
+    ddir = Path(dataset_dir)
+    man = Manifest.read(ddir)
+    dataset = man.dataset
+    spec = get_spec(method)
+    cfg = spec.validate(params)
+    if "device" not in cfg.model_fields_set:  # a method's own device setting wins over the flow's
+        cfg = cfg.model_copy(update={"device": device})
+    fingerprint = man.data_fingerprint()
+    prefix = run_prefix(method, dataset, seed, cfg.model_dump(mode="json"), fingerprint)
+    run_id = _agree((unfinished_run(prefix) if resume else None) or new_run_id(prefix))
+    run_dir = config.runs_dir() / run_id
+    record: dict[str, Any] = {
+        "run": {"run_id": run_id, "flow": flow, "task": "train", "method": method,
+                "params": {"config": json_params(cfg)}, "code_version": code_version(),
+                "data_fingerprints": {dataset: fingerprint}, "seed": seed, "started_at": utcnow().isoformat(),
+                "device": cfg.device},
+        "metrics_path": None,
+        "artifacts": [],
+    }
+    try:
+        result = spec.runner()(ddir, run_dir, seed=seed, config=cfg, **({"resume": True} if resume else {}))
+        table = metrics_table(result.metrics, run_id=run_id)
+        mpath = write_parquet(table, run_dir / "metrics.parquet")
+        record["metrics_path"] = str(mpath)
+        record["train_steps_path"] = _concat(result.train_steps, run_dir / "train_steps.parquet")
+        record["train_evals_path"] = _concat(result.train_evals, run_dir / "train_evals.parquet")
+        record["artifacts"] = [*result.artifacts, {"kind": "metrics", "path": str(mpath), "rows": table.num_rows,
+                                                   "sha256": sha256_file(mpath)}]
+        record["run"]["params"] = {**record["run"]["params"], **result.params}
+        record["run"]["device"] = result.device or cfg.device
+        record["run"]["status"] = "completed"
+        log.info("%s on %s (seed %d): %d metric rows", method, dataset, seed, table.num_rows)
+    except NotApplicable as e:
+        record["run"]["status"] = "skipped"
+        record["run"]["error"] = f"not applicable: {e}"
+        log.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
+    except Exception as e:  # recorded; the flow publishes it and fails at the end
+        tb = run_dir / "error.txt"
+        atomic_write_text(tb, traceback.format_exc())
+        first = (str(e).strip().splitlines() or [""])[0]
+        record["run"]["status"] = "failed"
+        record["run"]["error"] = f"{type(e).__name__}: {first} (traceback: {tb})"
+        record["artifacts"].append({"kind": "traceback", "path": str(tb)})
+        log.error("%s on %s (seed %d) failed: %s", method, dataset, seed, record["run"]["error"])
+    record["run"]["finished_at"] = utcnow().isoformat()
+    path = run_dir / "run.json"
+    if _is_main():
+        write_record(run_dir, record)
+    return path
