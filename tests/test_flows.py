@@ -248,7 +248,7 @@ def test_prefect_yaml_deployments():
     import yaml
 
     from eventatlas import config
-    from eventatlas.ingest import load_registry
+    from eventatlas.registry import load_registry
 
     spec = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text())
     assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory":
