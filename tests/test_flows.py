@@ -202,7 +202,7 @@ def test_ingest_embed_cluster_evaluate_flows(env):
 
     assert "Cached" in asyncio.run(embed_states())  # second call hit the task cache
 
-    assign = cluster("onto_flow", "trigger", "agglomerative", model_id=env["model"])
+    assign = cluster("onto_flow", "trigger", algorithm="agglomerative", model_id=env["model"])
     t = pq.read_table(assign).to_pydict()
     n_types = len({lab[0] for lab in pq.read_table(Path(man["path"]) / "mentions.parquet")["labels"].to_pylist()})
     assert len(set(t["cluster"])) == n_types
