@@ -202,3 +202,113 @@ def test_event_pairs_on_shipped_samples(tmp_path):
     # block 2: gold "companies completed merger": (1/3 [merger] + 0)/2 = 1/6 > 0 for the 2 negatives.
     # Both right; random = (1/4 + 1/3)/2 = 7/24.
     assert got["mcnc"] == {"mcnc_acc": 1.0, "mcnc_random": pytest.approx(7 / 24)}
+
+
+# ------------------------------------------------------------------ retrieval
+# corpus x0=(1,0) x1=(.8,.6) x2=(0,1) x3=(-1,0) x4=(.6,.8), labels A B A B A
+CORPUS = np.array([[1, 0], [0.8, 0.6], [0, 1], [-1, 0], [0.6, 0.8]], dtype=np.float32)
+CORPUS_LABELS = ["A", "B", "A", "B", "A"]
+# q0=(1,0) label A: cos 1, .8, 0, -1, .6 -> ranking 0 1 4 2 3, flags 1 0 1 1 0 (relevant {0, 2, 4})
+#   AP = (1/1 + 2/3 + 3/4)/3 = 29/36; R-prec (R=3) = 2/3; P@1 = 1, P@2 = 1/2; R@1 = R@2 = 1/3
+# q1=(0,5) label B (norm does not matter): cos 0, .6, 1, 0, .8 -> ranking 2 4 1 0 3 (x0 and x3 tie
+#   at 0: corpus order), flags 0 0 1 0 1 (relevant {1, 3}): AP = (1/3 + 2/5)/2 = 11/30 (3 before 0
+#   would give (1/3 + 2/4)/2 = 5/12); R-prec (R=2) = 0; P@1 = P@2 = 0; R@1 = R@2 = 0
+QUERIES = np.array([[1, 0], [0, 5]], dtype=np.float32)
+RETRIEVAL_EXPECTED = {"map": (29 / 36 + 11 / 30) / 2, "r_precision": (2 / 3 + 0) / 2, "p@1": 1 / 2, "p@2": 1 / 4,
+                      "recall@1": 1 / 6, "recall@2": 1 / 6}
+
+
+def test_retrieval_hand():
+    from eventatlas.evaluation.retrieval import evaluate_retrieval, rank, relevance_from_labels
+
+    relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
+    assert [r.tolist() for r in relevant] == [[0, 2, 4], [1, 3]]
+    rows = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(2, 1), dataset="d", method="m", seed=1, setting="1-shot")
+    assert by_metric(rows) == pytest.approx(RETRIEVAL_EXPECTED)
+    assert [r["metric"] for r in rows] == ["map", "r_precision", "p@1", "p@2", "recall@1", "recall@2"]
+    assert {(r["task"], r["setting"], r["seed"]) for r in rows} == {("retrieval", "1-shot", 1)}
+    # one query per batch gives the same numbers
+    tiny = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1, 2), dataset="d", method="m", seed=1, max_batch_bytes=1)
+    assert by_metric(tiny) == pytest.approx(RETRIEVAL_EXPECTED)
+    [(sl, ids, scores)] = list(rank(QUERIES, CORPUS))
+    assert ids.tolist() == [[0, 1, 4, 2, 3], [2, 4, 1, 0, 3]]
+    np.testing.assert_allclose(scores[0], [1, 0.8, 0.6, 0, -1], atol=1e-6)
+    # top-k is a faiss search: same order
+    assert next(rank(QUERIES, CORPUS, k=2))[1].tolist() == [[0, 1], [2, 4]]
+    # exclude: q0 without x0 -> ranking 1 4 2 3, flags 0 1 1 0, relevant {2, 4}: AP = (1/2 + 2/3)/2 = 7/12,
+    # R-prec = 1/2; q1 unchanged (11/30)
+    ex = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), exclude=[{0}, set()], dataset="d",
+                                      method="m", seed=0))
+    assert ex["map"] == pytest.approx((7 / 12 + 11 / 30) / 2) and ex["r_precision"] == pytest.approx(1 / 4)
+
+
+def test_retrieval_k_shot_is_mean_cosine():
+    from eventatlas.evaluation.retrieval import evaluate_retrieval, query_vectors, rank, relevance_from_labels
+
+    # shots (1,0) and (0,2): mean cosine to x0..x4 = (1+0)/2, (.8+.6)/2, (0+1)/2, (-1+0)/2, (.6+.8)/2
+    #   = .5, .7, .5, -.5, .7 -> ranking 1 4 0 2 3 (ties by corpus index); label A relevant {0, 2, 4}:
+    #   flags 0 1 1 1 0 -> AP = (1/2 + 2/3 + 3/4)/3 = 23/36; R-prec = 2/3; P@1 = 0
+    shots = [np.array([[1, 0], [0, 2]], dtype=np.float32)]
+    [(_, ids, scores)] = list(rank(shots, CORPUS))
+    assert ids.tolist() == [[1, 4, 0, 2, 3]]
+    np.testing.assert_allclose(scores[0], [0.7, 0.7, 0.5, 0.5, -0.5], atol=1e-6)
+    got = by_metric(evaluate_retrieval(shots, CORPUS, relevance_from_labels(["A"], CORPUS_LABELS), ks=(1,),
+                                       dataset="d", method="m", seed=0))
+    assert got == pytest.approx({"map": 23 / 36, "r_precision": 2 / 3, "p@1": 0.0, "recall@1": 0.0})
+    # ragged shots, a (Q, S, d) array and single vectors agree with brute-force mean cosines
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 8))
+    ragged = [rng.standard_normal((s, 8)) for s in (1, 3, 5)]
+    brute = [(q / np.linalg.norm(q, axis=1, keepdims=True)) @ (X / np.linalg.norm(X, axis=1, keepdims=True)).T
+             for q in ragged]
+    [(_, ids, scores)] = list(rank(ragged, X))
+    for i, b in enumerate(brute):
+        np.testing.assert_allclose(scores[i], np.sort(b.mean(axis=0))[::-1], atol=1e-5)
+    cube = rng.standard_normal((4, 3, 8))
+    np.testing.assert_allclose(query_vectors(cube), query_vectors(list(cube)), atol=1e-6)
+    np.testing.assert_allclose(query_vectors(cube[:, :1, :]), query_vectors(cube[:, 0, :]), atol=1e-6)
+
+
+def test_retrieval_scores_function_and_multilabel():
+    from eventatlas.evaluation.retrieval import evaluate_scores, relevance_from_labels
+
+    S = QUERIES / np.linalg.norm(QUERIES, axis=1, keepdims=True) @ (CORPUS / np.linalg.norm(CORPUS, axis=1, keepdims=True)).T
+    relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
+    got = evaluate_scores(S, relevant, ks=(1, 2), dataset="d", method="m", seed=0)
+    assert by_metric(got) == pytest.approx(RETRIEVAL_EXPECTED)
+    calls = []
+
+    def score_fn(idx):
+        calls.append(idx.tolist())
+        return S[idx]
+
+    got = evaluate_scores(score_fn, relevant, n_corpus=5, ks=(1, 2), dataset="d", method="m", seed=0, max_batch_bytes=1)
+    assert by_metric(got) == pytest.approx(RETRIEVAL_EXPECTED) and calls == [[0], [1]]
+    # multi-label corpus items are relevant to each of their labels
+    rel = relevance_from_labels(["A", "B", "C"], [["A", "B"], "B", ("A",), "C", set()])
+    assert [r.tolist() for r in rel] == [[0, 2], [0, 1], [3]]
+
+
+def test_retrieval_bad_input():
+    from eventatlas.evaluation.retrieval import evaluate_retrieval, evaluate_scores, relevance_from_labels
+
+    rel = relevance_from_labels(["A", "B"], CORPUS_LABELS)
+    kw = {"dataset": "d", "method": "m", "seed": 0}
+    with pytest.raises(ValueError, match="query 1 has no relevant corpus item"):
+        evaluate_retrieval(QUERIES, CORPUS, relevance_from_labels(["A", "Z"], CORPUS_LABELS), **kw)
+    with pytest.raises(ValueError, match="2 queries but 1 relevance sets"):
+        evaluate_retrieval(QUERIES, CORPUS, rel[:1], **kw)
+    with pytest.raises(ValueError, match="dimension 3 but the corpus has 2"):
+        evaluate_retrieval(np.ones((2, 3)), CORPUS, rel, **kw)
+    with pytest.raises(ValueError, match="row 1 is all zeros"):
+        evaluate_retrieval(np.array([[1.0, 0], [0, 0]]), CORPUS, rel, **kw)
+    with pytest.raises(ValueError, match="out of range"):
+        evaluate_retrieval(QUERIES, CORPUS, [[0, 9], [1]], **kw)
+    with pytest.raises(ValueError, match="positive integer"):
+        evaluate_retrieval(QUERIES, CORPUS, rel, ks=(0,), **kw)
+    with pytest.raises(ValueError, match="needs n_corpus"):
+        evaluate_scores(lambda idx: np.zeros((len(idx), 5)), rel, **kw)
+    with pytest.raises(ValueError, match="NaN"):
+        evaluate_scores(np.full((2, 5), np.nan), rel, **kw)
+    with pytest.raises(ValueError, match="non-empty \\(S, d\\)"):
+        evaluate_retrieval([np.ones((1, 2)), np.zeros((0, 2))], CORPUS, rel, **kw)
