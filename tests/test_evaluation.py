@@ -312,3 +312,130 @@ def test_retrieval_bad_input():
         evaluate_scores(np.full((2, 5), np.nan), rel, **kw)
     with pytest.raises(ValueError, match="non-empty \\(S, d\\)"):
         evaluate_retrieval([np.ones((1, 2)), np.zeros((0, 2))], CORPUS, rel, **kw)
+
+
+# ------------------------------------------------------------------ grounding
+RANKED = [["e1", "p1", "r1", "x"], ["x", "e2", "p2"], ["e3"], ["y", "z"]]
+GOLD = [{"e1", "p1", "r1"}, {"e2", "p2"}, {"e3"}, {"e4", "p4", "r4", "s4"}]
+SCORES = [[0.9, 0.8, 0.4, 0.1], [0.7, 0.6, 0.2], [0.95], [0.5, 0.3]]
+
+
+def test_grounding_hand():
+    from eventatlas.evaluation.grounding import evaluate_grounding, grounding_scores
+
+    got = grounding_scores(RANKED, GOLD, scores=SCORES, threshold=0.5, ks=(3, 1))
+    # recall@1 (every gold id in the top 1): only m2 -> 1/4; recall@3: m0, m1, m2 (m3 never) -> 3/4
+    assert got["recall@1"] == pytest.approx(1 / 4) and got["recall@3"] == pytest.approx(3 / 4)
+    # recall@min: m0 top-3 3/3, m1 top-2 {x, e2} 1/2, m2 1/1, m3 top-4 {y, z} 0/4 -> (1 + .5 + 1 + 0)/4 = 5/8
+    assert got["recall_at_min"] == pytest.approx(5 / 8)
+    # top-|gold| set equal to gold: m0 and m2 -> 1/2
+    assert got["strict_acc_top_min"] == pytest.approx(1 / 2)
+    # threshold .5 predicts m0 {e1, p1}, m1 {x, e2}, m2 {e3}, m3 {y}; exact match m2 only -> 1/4
+    assert got["strict_acc"] == pytest.approx(1 / 4)
+    # micro: overlap 2+1+1+0 = 4, Σ|pred| = 6, Σ|gold| = 10 -> P 2/3, R 2/5, F = (8/15)/(16/15) = 1/2
+    assert (got["micro_p"], got["micro_r"], got["micro_f1"]) == pytest.approx((2 / 3, 2 / 5, 1 / 2))
+    # macro: P = (1 + 1/2 + 1 + 0)/4 = 5/8; R = (2/3 + 1/2 + 1 + 0)/4 = 13/24;
+    # F = 2(5/8)(13/24)/(5/8 + 13/24) = (65/96)/(28/24) = 65/112
+    assert (got["macro_p"], got["macro_r"], got["macro_f1"]) == pytest.approx((5 / 8, 13 / 24, 65 / 112))
+    # atomic-only bound: mean 1/|gold| = (1/3 + 1/2 + 1 + 1/4)/4 = 25/48
+    assert got["recall_at_min_atomic_bound"] == pytest.approx(25 / 48)
+    # explicit predicted sets give the same set metrics; without either, no set metrics
+    same = grounding_scores(RANKED, GOLD, predicted=[{"e1", "p1"}, {"x", "e2"}, {"e3"}, {"y"}], ks=(1, 3))
+    assert same == pytest.approx(got)
+    assert "strict_acc" not in grounding_scores(RANKED, GOLD, ks=(1,))
+    rows = evaluate_grounding(RANKED, GOLD, ks=(1,), dataset="wg", method="m", seed=2, setting="zero-shot")
+    assert {(r["task"], r["setting"]) for r in rows} == {("grounding", "zero-shot")}
+    assert [r["metric"] for r in rows] == ["recall@1", "recall_at_min", "strict_acc_top_min",
+                                           "recall_at_min_atomic_bound"]
+
+
+def test_grounding_bad_input():
+    from eventatlas.evaluation.grounding import grounding_scores
+
+    with pytest.raises(ValueError, match="4 ranked candidate lists but 3 gold"):
+        grounding_scores(RANKED, GOLD[:3])
+    with pytest.raises(ValueError, match="mention 1 has an empty gold set"):
+        grounding_scores(RANKED[:2], [{"e1"}, set()])
+    with pytest.raises(ValueError, match="repeat"):
+        grounding_scores([["a", "a"]], [{"a"}])
+    with pytest.raises(ValueError, match="best first"):
+        grounding_scores([["a", "b"]], [{"a"}], scores=[[0.1, 0.9]], threshold=0.5)
+    with pytest.raises(ValueError, match="threshold needs"):
+        grounding_scores(RANKED, GOLD, threshold=0.5)
+    with pytest.raises(ValueError, match="not both"):
+        grounding_scores(RANKED, GOLD, scores=SCORES, threshold=0.5, predicted=GOLD)
+    with pytest.raises(ValueError, match="2 candidates but 1 scores"):
+        grounding_scores([["a", "b"]], [{"a"}], scores=[[0.1]])
+    with pytest.raises(ValueError, match="at least one mention"):
+        grounding_scores([], [])
+
+
+# ------------------------------------------------------------------ clustering (induction)
+def test_evaluate_partitions_hand():
+    from eventatlas.evaluation.clustering import evaluate_partitions
+
+    y = ["a", "a", "a", "b", "b", "c"]
+    parts = {("ft", "agglomerative"): [0, 0, 1, 1, 1, 2], (None, "manifold"): np.zeros(6, dtype=int)}
+    rows = evaluate_partitions(parts, y, dataset="d", method="m", seed=0, split="unseen", setting="10 seen",
+                               representation="trigger", only=["bcubed_f", "purity"])
+    got = {(r["variant"], r["clustering"], r["metric"]): r["value"] for r in rows}
+    # first: contingency a=[2,1,0] b=[0,2,0] c=[0,0,1]: B³ P = R = 7/9 (tests/test_metrics.py), purity (2+2+1)/6
+    # one cluster: purity 3/6; B³ P = (9+4+1)/36 = 7/18, R = 1, F = 2(7/18)/(25/18) = 14/25
+    assert got == pytest.approx({("ft", "agglomerative", "bcubed_f"): 7 / 9, ("ft", "agglomerative", "purity"): 5 / 6,
+                                 (None, "manifold", "bcubed_f"): 14 / 25, (None, "manifold", "purity"): 1 / 2})
+    assert {(r["task"], r["split"], r["setting"], r["representation"]) for r in rows} == {
+        ("induction", "unseen", "10 seen", "trigger")}
+    with pytest.raises(ValueError, match="5 items but y_true has 6"):
+        evaluate_partitions({(None, "affinity"): [0] * 5}, y, dataset="d", method="m", seed=0)
+    with pytest.raises(ValueError, match="\\(variant, algorithm\\) pairs"):
+        evaluate_partitions({"agglomerative": [0] * 6}, y, dataset="d", method="m", seed=0)
+
+
+def two_groups():
+    # two tight groups of unit-ish vectors around (1, 0) and (0, 1)
+    X = np.array([[1, 0.02], [1, -0.02], [1, 0], [0.02, 1], [-0.02, 1], [0, 1]], dtype=np.float64)
+    return X, ["a", "a", "a", "b", "b", "b"]
+
+
+def test_cluster_and_score_features_and_skips(monkeypatch):
+    from eventatlas.evaluation.clustering import cluster_and_score
+
+    X, y = two_groups()
+    res = cluster_and_score(X, y, dataset="d", method="untuned", seed=0, representation="trigger", only=["ari"])
+    assert set(res.partitions) == {(None, a) for a in ("agglomerative", "manifold", "manifold_sym", "affinity")}
+    assert res.partitions[(None, "agglomerative")].tolist() == [0, 0, 0, 1, 1, 1]  # n_clusters = 2 gold types
+    ari = {r["clustering"]: r["value"] for r in res.rows}
+    assert ari["agglomerative"] == 1.0 and set(ari) == {"agglomerative", "manifold", "manifold_sym", "affinity"}
+    assert set(res.seconds) == set(res.partitions) and res.skipped == {}
+    # affinity over its ceiling (DenseSizeError) or over the byte budget (DenseBudgetError): skipped, others kept
+    monkeypatch.setenv("EVENTATLAS_MAX_AFFINITY_N", "3")
+    res = cluster_and_score(X, y, algorithms=("agglomerative", "affinity"), dataset="d", method="m", seed=0)
+    assert list(res.partitions) == [(None, "agglomerative")] and "EVENTATLAS_MAX_AFFINITY_N" in res.skipped[(None, "affinity")]
+    monkeypatch.delenv("EVENTATLAS_MAX_AFFINITY_N")
+    monkeypatch.setenv("EVENTATLAS_MAX_DENSE_BYTES", "100")
+    res = cluster_and_score(X, y, algorithms=("affinity",), dataset="d", method="m", seed=0)
+    assert res.partitions == {} and res.rows == [] and "EVENTATLAS_MAX_DENSE_BYTES" in res.skipped[(None, "affinity")]
+    from eventatlas.cluster.guards import DenseBudgetError
+
+    with pytest.raises(DenseBudgetError):  # skip=() lets the error through
+        cluster_and_score(X, y, algorithms=("affinity",), dataset="d", method="m", seed=0, skip=())
+
+
+def test_cluster_and_score_precomputed_variants():
+    from eventatlas.evaluation.clustering import cluster_and_score, cluster_partitions
+
+    X, y = two_groups()
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    S = U @ U.T
+    # 1 - S and -S differ by a constant: every algorithm must give the same partition (the manifold
+    # ones see -S shifted to be non-negative); k_manifold above N is capped
+    res = cluster_and_score({"one_minus": 1 - S, "neg": -S}, y, metric="precomputed", k_manifold=100,
+                            dataset="d", method="batch_attention", seed=0, only=["ari"])
+    for algorithm in ("agglomerative", "manifold", "manifold_sym", "affinity"):
+        np.testing.assert_array_equal(res.partitions[("one_minus", algorithm)], res.partitions[("neg", algorithm)])
+    assert {r["variant"] for r in res.rows} == {"one_minus", "neg"}
+    assert next(r["value"] for r in res.rows if r["variant"] == "neg" and r["clustering"] == "agglomerative") == 1.0
+    with pytest.raises(ValueError, match="unknown clustering algorithm"):
+        cluster_partitions(X, 2, algorithms=("kmeans",))
+    with pytest.raises(ValueError, match="has 6 rows but y_true has 5"):
+        cluster_and_score(X, y[:5], dataset="d", method="m", seed=0)
