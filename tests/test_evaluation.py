@@ -15,7 +15,6 @@ from eventatlas.evaluation.pairs import evaluate_event_pairs, event_text, hard_m
 from eventatlas.ingest import ingest
 from eventatlas.schema import EVENT_PAIRS
 
-S2 = 1 / math.sqrt(2)
 
 
 def by_metric(rows):
@@ -120,7 +119,8 @@ def test_event_pairs_lower_template_setting():
     table = pa.Table.from_pylist([pair("hard_similarity", "s", "B", "A", "B", 1.0),
                                   pair("hard_similarity", "d", "B", "A", "C", 0.0)], schema=EVENT_PAIRS)
     calls = []
-    rows = evaluate_event_pairs(table, dict_embed(calls), lower=True, template="{verb}", dataset="h", method="m", seed=0)
+    rows = evaluate_event_pairs(table, dict_embed(calls), lower=True, template="{verb}", dataset="h", method="m",
+                                seed=0)
     assert calls == [["a", "b", "c"]] and rows[0]["setting"] == "{verb} (lower-cased)" and rows[0]["value"] == 1.0
 
 
@@ -272,7 +272,8 @@ def test_retrieval_k_shot_is_mean_cosine():
 def test_retrieval_scores_function_and_multilabel():
     from eventatlas.evaluation.retrieval import evaluate_scores, relevance_from_labels
 
-    S = QUERIES / np.linalg.norm(QUERIES, axis=1, keepdims=True) @ (CORPUS / np.linalg.norm(CORPUS, axis=1, keepdims=True)).T
+    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+    S = unit(QUERIES) @ unit(CORPUS).T
     relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
     got = evaluate_scores(S, relevant, ks=(1, 2), dataset="d", method="m", seed=0)
     assert by_metric(got) == pytest.approx(RETRIEVAL_EXPECTED)
@@ -410,7 +411,8 @@ def test_cluster_and_score_features_and_skips(monkeypatch):
     # affinity over its ceiling (DenseSizeError) or over the byte budget (DenseBudgetError): skipped, others kept
     monkeypatch.setenv("EVENTATLAS_MAX_AFFINITY_N", "3")
     res = cluster_and_score(X, y, algorithms=("agglomerative", "affinity"), dataset="d", method="m", seed=0)
-    assert list(res.partitions) == [(None, "agglomerative")] and "EVENTATLAS_MAX_AFFINITY_N" in res.skipped[(None, "affinity")]
+    assert list(res.partitions) == [(None, "agglomerative")]
+    assert "EVENTATLAS_MAX_AFFINITY_N" in res.skipped[(None, "affinity")]
     monkeypatch.delenv("EVENTATLAS_MAX_AFFINITY_N")
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_BYTES", "100")
     res = cluster_and_score(X, y, algorithms=("affinity",), dataset="d", method="m", seed=0)

@@ -20,7 +20,7 @@ queries are corpus items) and out of its relevant set.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Collection, Hashable, Iterator, Sequence
+from typing import Any, Callable, Collection, Hashable, Iterable, Iterator, Sequence
 
 import faiss
 import numpy as np
@@ -53,7 +53,8 @@ def query_vectors(queries) -> np.ndarray:
     shots = [np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in items]
     if any(s.ndim != 2 or s.shape[0] == 0 for s in shots):
         bad = next(i for i, s in enumerate(shots) if s.ndim != 2 or s.shape[0] == 0)
-        raise ValueError(f"query {bad} must be a (d,) vector or a non-empty (S, d) array of shots, got shape {shots[bad].shape}")
+        raise ValueError(f"query {bad} must be a (d,) vector or a non-empty (S, d) array of shots, "
+                         f"got shape {shots[bad].shape}")
     dims = {s.shape[1] for s in shots}
     if len(dims) != 1:
         raise ValueError(f"queries have different dimensions: {sorted(dims)}")
@@ -137,7 +138,7 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(ks)))
 
 
-def retrieval_scores(ranked: Iterator[tuple[slice, np.ndarray, np.ndarray]] | Sequence, relevant: Sequence[Collection[int]],
+def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], relevant: Sequence[Collection[int]],
                      n_corpus: int, *, ks: Sequence[int] = DEFAULT_KS,
                      exclude: Sequence[Collection[int]] | None = None) -> dict[str, float]:
     """Mean MAP, R-precision, P@k, Recall@k over queries from full rankings.
