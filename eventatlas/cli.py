@@ -142,8 +142,8 @@ def embed(
 def cluster(
     dataset: str = typer.Argument(..., help="ingested dataset name"),
     representation: str = typer.Option("trigger", "--representation", "-r"),
-    method: str = typer.Option("agglomerative", "--method", "-m",
-                               help="agglomerative, manifold, manifold_sym, affinity"),
+    algorithm: str = typer.Option("agglomerative", "--algorithm", "-a",
+                                  help="agglomerative, manifold, manifold_sym, affinity"),
     n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types"),
     model: Optional[str] = typer.Option(None, "--model"),
     seed: int = typer.Option(0, "--seed"),
@@ -151,7 +151,7 @@ def cluster(
     """Cluster a dataset's mentions (runs the `cluster` flow); prints the assignments path."""
     from flows.cluster import cluster as cluster_flow
 
-    console.print(cluster_flow(dataset, representation, method, n_clusters, model, seed))
+    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed))
 
 
 @app.command("train-all")

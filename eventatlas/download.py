@@ -15,7 +15,6 @@ CLI: ``python -m eventatlas.download maven [--dest DIR] [--sha256 FILE=HEX ...] 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -25,6 +24,8 @@ import httpx
 from tqdm import tqdm
 
 from . import config
+from .io import sha256_file
+from .registry import dataset_entry
 
 USER_AGENT = "eventatlas/0.1 (research dataset downloader; +https://github.com/eventatlas)"
 RETRY_STATUS = {429, 500, 502, 503, 504}
@@ -36,14 +37,6 @@ class ChecksumError(RuntimeError):
 
 class ChecksumRequired(RuntimeError):
     """No verified checksum is known and the caller did not opt out."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _usable(sha: str | None) -> str | None:
@@ -64,7 +57,7 @@ def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, in
     if sha is None and not insecure_skip_checksum:
         raise ChecksumRequired(f"no verified sha256 for {url}; pass sha256=... (CLI --sha256) or insecure_skip_checksum=True "
                                "(CLI --insecure-skip-checksum) to download without verification")
-    if dest.exists() and (sha is None or _sha256(dest) == sha):
+    if dest.exists() and (sha is None or sha256_file(dest) == sha):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -104,7 +97,7 @@ def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, in
         if own:
             client.close()
     if sha is not None:
-        got = _sha256(part)
+        got = sha256_file(part)
         if got != sha:
             part.unlink(missing_ok=True)  # corrupt or different file: never keep it for a resume
             raise ChecksumError(f"checksum mismatch for {url}: expected sha256 {sha}, got {got}; the file was discarded")
@@ -116,11 +109,7 @@ def fetch_dataset(name: str, dest_dir: str | os.PathLike | None = None, *, sha25
                   insecure_skip_checksum: bool = False, registry: dict | None = None, **kw) -> Path:
     """Download every file pinned for ``name`` in the registry into ``dest_dir``
     (default ``<data_root>/downloads/<name>``); returns the directory."""
-    if registry is None:
-        from .ingest import load_registry
-
-        registry = load_registry()
-    entry = (registry.get(name) or {}).get("download")
+    entry = dataset_entry(name, registry).get("download")
     if not entry or not entry.get("files"):
         raise ValueError(f"dataset {name!r} has no download in datasets/registry.yaml; give a local path instead")
     dest = Path(dest_dir) if dest_dir else config.data_root() / "downloads" / name

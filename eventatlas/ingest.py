@@ -14,21 +14,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from . import config
+from .download import fetch_dataset
 from .io import DatasetWriter, InputError, Rejects, fingerprint_paths
 from .readers import REGISTRY, get_reader
+from .registry import dataset_entry, load_registry
 from .schema import SCHEMA_VERSION, TABLES
-
-REGISTRY_YAML = config.REPO_ROOT / "datasets" / "registry.yaml"
-
-
-def load_registry(path: str | Path | None = None) -> dict[str, dict]:
-    """``datasets/registry.yaml`` as {name: entry}."""
-    with open(path or REGISTRY_YAML, encoding="utf-8") as f:
-        return (yaml.safe_load(f) or {}).get("datasets", {})
 
 
 def _default_path(name: str, entry: dict) -> Path:
@@ -47,11 +40,9 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     if name not in REGISTRY:
         raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}")
     reader = get_reader(name)
-    entry = load_registry().get(name, {})
+    entry = dataset_entry(name)
     if path is None:
         if download:
-            from .download import fetch_dataset
-
             path = fetch_dataset(name, sha256=opts.pop("sha256", None), insecure_skip_checksum=opts.pop("insecure_skip_checksum", False))
         else:
             path = _default_path(name, entry)
@@ -125,7 +116,7 @@ def list_ingested(datasets_dir: str | Path | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["ingest", "ingest_samples", "list_ingested", "load_registry", "SCHEMA_VERSION"]
+__all__ = ["ingest", "ingest_samples", "list_ingested", "SCHEMA_VERSION"]
 
 
 def main(argv: list[str] | None = None) -> int:

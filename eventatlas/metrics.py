@@ -26,7 +26,9 @@ Definitions that vary in the literature (what is implemented here):
   tied credits *every* tied type (the tie gives no reason to prefer one; this keeps the
   score independent of label names/order).
 * Ranking: ranks are 1-based; ``np.inf`` marks "gold not retrieved" (counts as a miss
-  for hits@k / MRR and makes ``mean_rank`` infinite).
+  for hits@k / MRR and makes ``mean_rank`` infinite). Ranked 0/1 relevance lists
+  (``average_precision``, ``precision_at_k``, ``r_precision``) take R = ``n_relevant``, the
+  number of relevant items that exist, so relevant items the list missed still count.
 * Multi-label (fine-grained typing, Ling & Weld 2012): ``strict_accuracy`` = exact set
   match rate; ``prf_macro`` = "loose macro": precision averaged over examples with a
   non-empty prediction, recall over examples with a non-empty gold set, F1 = harmonic
@@ -55,6 +57,8 @@ __all__ = [
     "average_precision",
     "mean_average_precision",
     "map",
+    "precision_at_k",
+    "r_precision",
     "recall_at_k",
     "recall_at_min",
     "strict_accuracy",
@@ -215,6 +219,23 @@ def mrr(ranks: Iterable[float]) -> float:
     return float(np.mean(1.0 / _ranks(ranks)))
 
 
+def _relevance(ranked_relevance: Sequence[bool | int], n_relevant: int | None) -> tuple[np.ndarray, int]:
+    """Validated 0/1 flags (bool array) and R = ``n_relevant`` or, by default, the flags' count."""
+    rel = np.asarray(list(ranked_relevance) if not isinstance(ranked_relevance, np.ndarray) else ranked_relevance)
+    if rel.ndim != 1:
+        raise ValueError(f"ranked_relevance must be 1-D, got shape {rel.shape}")
+    if rel.size and rel.dtype != bool and not np.isin(rel, (0, 1)).all():
+        raise ValueError("ranked_relevance must hold 0/1 (or bool) flags")
+    rel = rel.astype(bool, copy=False)
+    found = int(rel.sum())
+    if n_relevant is not None and (int(n_relevant) != n_relevant or n_relevant < 0):
+        raise ValueError(f"n_relevant must be a non-negative integer, got {n_relevant!r}")
+    total = found if n_relevant is None else int(n_relevant)
+    if total < found:
+        raise ValueError(f"n_relevant={n_relevant} is smaller than the {found} relevant items in the list")
+    return rel, total
+
+
 def average_precision(ranked_relevance: Sequence[bool | int], n_relevant: int | None = None) -> float:
     """AP of one ranked list of 0/1 relevance flags.
 
@@ -222,16 +243,7 @@ def average_precision(ranked_relevance: Sequence[bool | int], n_relevant: int | 
     including any the list missed) or, by default, the number of relevant items in the list.
     A query with R = 0 has AP 0 (nothing could be found).
     """
-    rel = np.asarray(list(ranked_relevance) if not isinstance(ranked_relevance, np.ndarray) else ranked_relevance)
-    if rel.ndim != 1:
-        raise ValueError(f"ranked_relevance must be 1-D, got shape {rel.shape}")
-    if rel.size and not np.isin(rel, (0, 1)).all():
-        raise ValueError("ranked_relevance must hold 0/1 (or bool) flags")
-    rel = rel.astype(bool)
-    found = int(rel.sum())
-    total = found if n_relevant is None else int(n_relevant)
-    if total < found:
-        raise ValueError(f"n_relevant={n_relevant} is smaller than the {found} relevant items in the list")
+    rel, total = _relevance(ranked_relevance, n_relevant)
     if total == 0:
         return 0.0
     hits = np.cumsum(rel)
@@ -250,6 +262,28 @@ def mean_average_precision(
         raise ValueError(f"{len(lists)} queries but {len(n_relevant)} n_relevant values")
     aps = [average_precision(r, None if n_relevant is None else n_relevant[i]) for i, r in enumerate(lists)]
     return float(np.mean(aps))
+
+
+def precision_at_k(ranked_relevance: Sequence[bool | int], k: int) -> float:
+    """P@k of one ranked list of 0/1 flags: (relevant items in the top ``k``) / k.
+
+    A list shorter than ``k`` is padded with non-relevant items (trec_eval's convention), so
+    P@k never rewards returning fewer items.
+    """
+    k = _check_k(k)
+    rel, _ = _relevance(ranked_relevance, None)
+    return float(rel[:k].sum() / k)
+
+
+def r_precision(ranked_relevance: Sequence[bool | int], n_relevant: int | None = None) -> float:
+    """R-precision of one ranked list of 0/1 flags: P@R with R = ``n_relevant`` (every relevant
+    item, including any the list missed; default the list's count). Equals recall at R too.
+    A query with R = 0 scores 0, as in :func:`average_precision`.
+    """
+    rel, total = _relevance(ranked_relevance, n_relevant)
+    if total == 0:
+        return 0.0
+    return float(rel[:total].sum() / total)
 
 
 def recall_at_k(ranked_ids: Sequence[Hashable], gold: Iterable[Hashable], k: int) -> float:

@@ -11,13 +11,13 @@ from tasks.embed import embed_task
 
 
 @flow(name="cluster")
-def cluster(dataset: str, representation: str = "trigger", method: str = "agglomerative",
+def cluster(dataset: str, representation: str = "trigger", algorithm: str = "agglomerative",
             n_clusters: int | None = None, model_id: str | None = None, seed: int = 0) -> str:
     """``n_clusters`` defaults to the number of distinct primary labels in the dataset."""
     mentions = config.datasets_dir() / dataset / "mentions.parquet"
     if not mentions.exists():
         raise FileNotFoundError(f"{mentions}: dataset {dataset!r} is not ingested")
-    if n_clusters is None and method != "affinity":
+    if n_clusters is None and algorithm != "affinity":
         labels = pq.read_table(mentions, columns=["labels"])["labels"].to_pylist()
         n_clusters = len({lab[0] for lab in labels if lab}) or None
         if not n_clusters:
@@ -25,5 +25,5 @@ def cluster(dataset: str, representation: str = "trigger", method: str = "agglom
     from eventatlas.encode import embeddings_dir
 
     emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()))
-    out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{method}.parquet"
-    return cluster_task(emb, method, n_clusters, str(out), seed)
+    out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{algorithm}.parquet"
+    return cluster_task(emb, algorithm, n_clusters, str(out), seed)

@@ -10,15 +10,15 @@ from prefect import get_run_logger, task
 from eventatlas.io import write_parquet
 
 
-@task(name="cluster", task_run_name="cluster-{method}")
-def cluster_task(embeddings: str, method: str, n_clusters: int | None, out_path: str, seed: int = 0) -> str:
+@task(name="cluster", task_run_name="cluster-{algorithm}")
+def cluster_task(embeddings: str, algorithm: str, n_clusters: int | None, out_path: str, seed: int = 0) -> str:
     from eventatlas.cluster import cluster
     from eventatlas.encode import load_embeddings
 
     logger = get_run_logger()
     ids, X = load_embeddings(Path(embeddings))
-    kw = {} if method == "affinity" else {"n_clusters": n_clusters}
-    pred = np.asarray(cluster(X, method, seed=seed, **kw), dtype=np.int64)
+    kw = {} if algorithm == "affinity" else {"n_clusters": n_clusters}
+    pred = np.asarray(cluster(X, algorithm, seed=seed, **kw), dtype=np.int64)
     write_parquet(pa.table({"mention_id": list(ids), "cluster": pred}), out_path)
-    logger.info("%s: %d points -> %d clusters -> %s", method, len(pred), len(set(pred.tolist())), out_path)
+    logger.info("%s: %d points -> %d clusters -> %s", algorithm, len(pred), len(set(pred.tolist())), out_path)
     return out_path

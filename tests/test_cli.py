@@ -28,6 +28,12 @@ def test_every_command_has_help(command):
     assert "Usage:" in r.output and command in r.output
 
 
+def test_cluster_takes_algorithm_option():
+    r = runner.invoke(app, ["cluster", "--help"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "--algorithm" in r.output and "-a" in r.output and "--method" not in r.output
+
+
 def test_migrate_sql_leaderboard(eventatlas_env):
     r = runner.invoke(app, ["migrate"])
     assert r.exit_code == 0, r.output

@@ -14,7 +14,7 @@ from sklearn.metrics.pairwise import cosine_distances, cosine_similarity
 
 from conftest import shared_path
 from eventatlas.cluster import (
-    METHODS,
+    ALGORITHMS,
     DenseSizeError,
     average_linkage,
     cluster,
@@ -234,9 +234,9 @@ def test_affinity_equals_sklearn_and_ignores_n_clusters():
 def test_dense_ceiling(monkeypatch):
     X, _ = blobs(n_per=10, seed=11)  # 60 points
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_N", "59")
-    for method in ("manifold", "manifold_sym"):  # k = N manifold has no sparse route: refuse
+    for algorithm in ("manifold", "manifold_sym"):  # k = N manifold has no sparse route: refuse
         with pytest.raises(DenseSizeError, match="EVENTATLAS_MAX_DENSE_N"):
-            cluster(X, method, 3)
+            cluster(X, algorithm, 3)
     # agglomerative above the dense ceiling takes the exact O(N·d) nearest-neighbour-chain path
     # instead of refusing: same partition as the dense path (explicit override of the ceiling)
     dense = cluster(X, "agglomerative", 3, max_n=60)
@@ -249,7 +249,7 @@ def test_dense_ceiling(monkeypatch):
 
 def test_bad_inputs():
     X, _ = blobs(n_per=5, seed=12)
-    with pytest.raises(ValueError, match="unknown clustering method"):
+    with pytest.raises(ValueError, match="unknown clustering algorithm"):
         cluster(X, "kmeans", 3)
     with pytest.raises(ValueError, match="exactly one"):
         cluster(X, "agglomerative")
@@ -267,14 +267,14 @@ def test_bad_inputs():
         cluster(X, "agglomerative", 3, metric="precomputed")
     with pytest.raises(ValueError, match="empty"):
         cluster(np.zeros((0, 4)), "agglomerative", 1)
-    for method in METHODS:  # a single point is one cluster
-        assert cluster(X[:1], method, None if method == "affinity" else 1).tolist() == [0]
+    for algorithm in ALGORITHMS:  # a single point is one cluster
+        assert cluster(X[:1], algorithm, None if algorithm == "affinity" else 1).tolist() == [0]
 
 
 # ------------------------------------------------------------------ real data
 @pytest.mark.shared_data
 def test_real_wikievents_mentions():
-    """WikiEvents dev (345 real mentions, 41 types): TF-IDF of trigger + context; every method
+    """WikiEvents dev (345 real mentions, 41 types): TF-IDF of trigger + context; every algorithm
     agrees with its reference implementation and beats a shuffled-label baseline."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 

@@ -335,11 +335,11 @@ def test_dispatcher_uses_exact_nnchain_above_threshold(monkeypatch):
     np.testing.assert_array_equal(cluster(X, "agglomerative", distance_threshold=0.5), ref_t)
 
 
-@pytest.mark.parametrize("method", ["manifold", "manifold_sym"])
-def test_dispatcher_uses_sparse_manifold_when_k_below_n(monkeypatch, method):
+@pytest.mark.parametrize("algorithm", ["manifold", "manifold_sym"])
+def test_dispatcher_uses_sparse_manifold_when_k_below_n(monkeypatch, algorithm):
     from eventatlas.cluster import cluster
 
     X = _mixture(250, 16, 8, 1.0, 22)
-    ref = dense_manifold.manifold_cluster(X, 9, k=30, symmetrize=method == "manifold_sym")
+    ref = dense_manifold.manifold_cluster(X, 9, k=30, symmetrize=algorithm == "manifold_sym")
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_N", "100")  # only the sparse path can run now
-    np.testing.assert_array_equal(cluster(X, method, 9, k=30), ref)
+    np.testing.assert_array_equal(cluster(X, algorithm, 9, k=30), ref)

@@ -202,7 +202,7 @@ def test_ingest_embed_cluster_evaluate_flows(env):
 
     assert "Cached" in asyncio.run(embed_states())  # second call hit the task cache
 
-    assign = cluster("onto_flow", "trigger", "agglomerative", model_id=env["model"])
+    assign = cluster("onto_flow", "trigger", algorithm="agglomerative", model_id=env["model"])
     t = pq.read_table(assign).to_pydict()
     n_types = len({lab[0] for lab in pq.read_table(Path(man["path"]) / "mentions.parquet")["labels"].to_pylist()})
     assert len(set(t["cluster"])) == n_types
@@ -248,7 +248,7 @@ def test_prefect_yaml_deployments():
     import yaml
 
     from eventatlas import config
-    from eventatlas.ingest import load_registry
+    from eventatlas.registry import load_registry
 
     spec = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text())
     assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory":

@@ -12,9 +12,10 @@ from conftest import shared_path
 
 from eventatlas import config
 from eventatlas.download import ChecksumError, ChecksumRequired, download, fetch_dataset
-from eventatlas.ingest import ingest, ingest_samples, list_ingested, load_registry
+from eventatlas.ingest import ingest, ingest_samples, list_ingested
 from eventatlas.io import InputError
 from eventatlas.readers import REGISTRY
+from eventatlas.registry import dataset_entry, load_registry
 from eventatlas.schema import SCHEMA_VERSION, TABLES
 
 
@@ -34,6 +35,24 @@ def test_registry_covers_every_reader():
         assert {"path", "language", "ontology", "labels", "download", "dataset"} <= set(e)
     for f in reg["maven"]["download"]["files"].values():
         assert f["url"].startswith("https://cloud.tsinghua.edu.cn/") and f["sha256"] == "unverified"
+    assert dataset_entry("maven", reg) is reg["maven"]
+    assert dataset_entry("no_such_reader", reg) == {}  # a reader may exist without an entry
+    with pytest.raises(KeyError, match="'no_such_reader' is not in the registry; known: .*maven"):
+        dataset_entry("no_such_reader", reg, required=True)
+
+
+def test_registry_bad_file_and_no_import_cycle(tmp_path):
+    bad = tmp_path / "registry.yaml"
+    bad.write_text("datasets: [maven, ace2005]\n")
+    with pytest.raises(ValueError, match="top-level 'datasets:' mapping"):
+        load_registry(bad)
+    # download must not need ingest (the old cycle): importing it alone leaves ingest unloaded
+    import subprocess
+    import sys
+
+    code = "import sys, eventatlas.download; print('eventatlas.ingest' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.shared_data

@@ -200,6 +200,33 @@ def test_average_precision_hand():
         M.mean_average_precision([])
 
 
+def test_precision_at_k_and_r_precision_hand():
+    rel = [1, 0, 1, 0, 0, 1]
+    assert M.precision_at_k(rel, 1) == 1.0  # 1/1
+    assert M.precision_at_k(rel, 3) == pytest.approx(2 / 3)  # hits at 1, 3
+    assert M.precision_at_k(rel, 6) == pytest.approx(1 / 2)  # 3/6
+    assert M.precision_at_k(rel, 10) == pytest.approx(3 / 10)  # padded with misses: 3/10
+    assert M.precision_at_k(np.array([True, False]), 2) == 0.5
+    # R-precision, R = 3 (list count): top-3 holds 2 -> 2/3
+    assert M.r_precision(rel) == pytest.approx(2 / 3)
+    # R = 4 (one relevant item never retrieved): top-4 = 1,0,1,0 -> 2/4
+    assert M.r_precision(rel, n_relevant=4) == pytest.approx(1 / 2)
+    # R = 8 > list length: the 3 hits over 8
+    assert M.r_precision(rel, n_relevant=8) == pytest.approx(3 / 8)
+    assert M.r_precision([0, 0, 0]) == 0.0  # nothing relevant exists
+    assert M.r_precision([1, 1, 0], 2) == 1.0
+    with pytest.raises(ValueError, match="positive integer"):
+        M.precision_at_k(rel, 0)
+    with pytest.raises(ValueError, match="0/1"):
+        M.precision_at_k([0.5, 1], 1)
+    with pytest.raises(ValueError, match="smaller than"):
+        M.r_precision(rel, n_relevant=2)
+    with pytest.raises(ValueError, match="non-negative integer"):
+        M.r_precision(rel, n_relevant=3.5)
+    with pytest.raises(ValueError, match="1-D"):
+        M.precision_at_k([[1, 0]], 1)
+
+
 def test_recall_at_k_and_min_hand():
     ranked = ["e3", "e1", "e7", "e2", "e5"]
     gold = {"e1", "e2", "e9"}

@@ -1,10 +1,10 @@
 """Clustering of event-mention embeddings (dense paths; scalable paths live beside).
 
-``cluster(X, method, n_clusters=None, *, distance_threshold=None, k=None, metric="cosine",
+``cluster(X, algorithm, n_clusters=None, *, distance_threshold=None, k=None, metric="cosine",
 seed=0, **kw) -> np.ndarray[int]`` returns labels 0..K-1 numbered by each cluster's first
 (lowest-index) member, so equal partitions give equal label vectors.
 
-Methods (``METHODS``):
+Algorithms (``ALGORITHMS``):
 * ``agglomerative`` — average linkage on cosine (or euclidean) distance; equals sklearn's
   ``AgglomerativeClustering(metric=..., linkage="average")``. ``metric="precomputed"``:
   X is a square distance matrix, symmetrised by averaging (D + Dᵀ)/2.
@@ -17,7 +17,7 @@ Methods (``METHODS``):
   clusters, so ``n_clusters``/``distance_threshold`` are ignored. ``seed`` is its
   ``random_state``; kw: ``damping`` (0.5–1), ``preference`` (default median), ``max_iter``.
 
-Exactly one of ``n_clusters`` / ``distance_threshold`` is required for the linkage methods,
+Exactly one of ``n_clusters`` / ``distance_threshold`` is required for the linkage algorithms,
 which are deterministic (``seed`` is accepted for a uniform call signature).
 
 All dense paths are O(N²) in memory and refuse N above ``EVENTATLAS_MAX_DENSE_N``
@@ -43,10 +43,10 @@ from .dense import (
 )
 from .manifold import manifold_cluster, manifold_weights
 
-METHODS = ("agglomerative", "manifold", "manifold_sym", "affinity")
+ALGORITHMS = ("agglomerative", "manifold", "manifold_sym", "affinity")
 
 __all__ = [
-    "METHODS",
+    "ALGORITHMS",
     "cluster",
     "DenseSizeError",
     "affinity",
@@ -66,7 +66,7 @@ __all__ = [
 
 def cluster(
     X,
-    method: str,
+    algorithm: str,
     n_clusters: int | None = None,
     *,
     distance_threshold: float | None = None,
@@ -75,26 +75,26 @@ def cluster(
     seed: int = 0,
     **kw,
 ) -> np.ndarray:
-    """Dispatch to one clustering method (see module docstring). Returns int64 labels."""
-    if method not in METHODS:
-        raise ValueError(f"unknown clustering method {method!r}; choose one of {METHODS}")
-    if k is not None and method not in ("manifold", "manifold_sym"):
-        raise ValueError(f"k (neighbours) only applies to the manifold methods, not {method!r}")
+    """Dispatch to one clustering algorithm (see module docstring). Returns int64 labels."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown clustering algorithm {algorithm!r}; choose one of {ALGORITHMS}")
+    if k is not None and algorithm not in ("manifold", "manifold_sym"):
+        raise ValueError(f"k (neighbours) only applies to the manifold algorithms, not {algorithm!r}")
     # Scalable paths (issue 5): exact O(N*d) NN-chain above EVENTATLAS_SCALABLE_MIN_N or the
     # dense ceiling; sparse manifold when k < N or N is above the ceiling. Same results.
-    if method == "agglomerative":
+    if algorithm == "agglomerative":
         from .nnchain import maybe_agglomerative
 
         labels = maybe_agglomerative(X, n_clusters, distance_threshold=distance_threshold, metric=metric, **kw)
         if labels is not None:
             return labels
         return agglomerative(X, n_clusters, distance_threshold=distance_threshold, metric=metric, **kw)
-    if method in ("manifold", "manifold_sym"):
+    if algorithm in ("manifold", "manifold_sym"):
         from .sparse_manifold import maybe_cluster
 
         labels = maybe_cluster(
             X, n_clusters, distance_threshold=distance_threshold, k=k, metric=metric,
-            symmetrize=(method == "manifold_sym"), **kw,
+            symmetrize=(algorithm == "manifold_sym"), **kw,
         )
         if labels is not None:
             return labels
@@ -104,7 +104,7 @@ def cluster(
             distance_threshold=distance_threshold,
             k=k,
             metric=metric,
-            symmetrize=(method == "manifold_sym"),
+            symmetrize=(algorithm == "manifold_sym"),
             **kw,
         )
     from .guards import check_dense_budget  # ~4 float64 N x N arrays in sklearn: 32 bytes per entry

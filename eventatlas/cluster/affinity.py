@@ -62,7 +62,7 @@ def affinity(
     if n > limit:
         raise DenseSizeError(
             f"affinity propagation: N={n:,} exceeds its ceiling of {limit:,} points "
-            f"(needs ~{32 * n * n / 2**30:,.1f} GiB). Use method='agglomerative' or 'manifold' "
+            f"(needs ~{32 * n * n / 2**30:,.1f} GiB). Use algorithm='agglomerative' or 'manifold' "
             f"(or the scalable paths), or raise the ceiling with max_n=... / {MAX_AFFINITY_N_ENV}."
         )
     if not 0.5 <= damping < 1.0:

@@ -28,8 +28,8 @@ _SUFFIX = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 # What to suggest instead, per dense path (keys match the `what` argument loosely).
 ALTERNATIVES = {
     "affinity": (
-        "use method='agglomerative' (exact average linkage via eventatlas.cluster.nnchain, O(N*d) memory), "
-        "method='manifold' with k < N (eventatlas.cluster.sparse_manifold), or two-step clustering "
+        "use algorithm='agglomerative' (exact average linkage via eventatlas.cluster.nnchain, O(N*d) memory), "
+        "algorithm='manifold' with k < N (eventatlas.cluster.sparse_manifold), or two-step clustering "
         "(eventatlas.cluster.twostep)"
     ),
     "agglomerative": "use eventatlas.cluster.nnchain.average_linkage (exact, O(N*d) memory)",

@@ -2,6 +2,10 @@
 
 Every evaluator computes its numbers with :mod:`eventatlas.metrics` and returns long-form rows
 built by :func:`eventatlas.evaluation.base.metric_rows`. Nothing here trains or writes the warehouse.
+
+Evaluators (import the submodule you need; ``retrieval`` loads faiss, ``clustering`` the clustering code):
+``pairs.evaluate_event_pairs`` (similarity), ``retrieval.evaluate_retrieval`` / ``evaluate_scores``,
+``grounding.evaluate_grounding``, ``clustering.evaluate_partitions`` / ``cluster_and_score`` (induction).
 """
 from .base import METRIC_KEYS, TASKS, metric_rows
 

@@ -77,22 +77,12 @@ def ensemble(runs: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def cluster_all(dists: dict[str, np.ndarray], n_clusters: int, *, algorithms: Sequence[str] = ALGORITHMS,
                 k_manifold: int | None = None, seed: int = 0) -> dict[tuple[str, str], np.ndarray]:
-    """Labels for every (input, algorithm)."""
-    from ..cluster import cluster
+    """Labels for every (input, algorithm) of square distance matrices (the evaluation layer's
+    :func:`~eventatlas.evaluation.clustering.cluster_partitions`, precomputed)."""
+    from ..evaluation.clustering import cluster_partitions
 
-    out = {}
-    for name, d in dists.items():
-        for algo in algorithms:
-            kw: dict[str, Any] = {"metric": "precomputed", "seed": seed}
-            if algo in ("manifold", "manifold_sym") and k_manifold:
-                kw["k"] = min(int(k_manifold), d.shape[0])
-            n = None if algo == "affinity" else n_clusters
-            x = d
-            if algo in ("manifold", "manifold_sym") and d.min() < 0:
-                # UMAP memberships need d >= 0 and depend only on d - rho_i: a global shift is exact
-                x = d - d.min()
-            out[(name, algo)] = cluster(np.ascontiguousarray(x), algo, n, **kw)
-    return out
+    return cluster_partitions(dists, n_clusters, algorithms=algorithms, metric="precomputed", k_manifold=k_manifold,
+                              seed=seed)
 
 
 def _rows(scores: dict[str, float], *, task: str, ctx: dict[str, Any], clustering: str | None = None,

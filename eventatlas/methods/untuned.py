@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
@@ -53,7 +52,7 @@ class UntunedConfig(MethodConfig):
     cache_dir: Optional[Path] = None
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     template: str = "{subj} {verb} {obj}"  # event-pair datasets: how an (s, v, o) event becomes text
-    lowercase: bool = True
+    lower: bool = True  # event-pair texts lower-cased (SWCC's convention)
 
 
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: UntunedConfig | None = None,
@@ -88,12 +87,9 @@ def _embedding_meta(npy: Path) -> dict[str, Any]:
 
 
 def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
-    from ..cluster import cluster
-    from ..cluster.guards import DenseBudgetError
     from ..data import select_labelled
     from ..encode import embed_mentions, load_embeddings
-    from ..evaluation.clustering import evaluate_partitions
-    from ..io import sha256_file
+    from ..evaluation.clustering import cluster_and_score
 
     splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
     sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
@@ -136,27 +132,18 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
             y_rep, ids_rep = y[keep], [ids[i] for i in keep]
             params.setdefault("embedding_dropped", {})[rep] = len(ids) - len(keep)
         timings[f"embed/{rep}"] = round(time.perf_counter() - t0, 3)
-        for algo in algos:
-            t0 = time.perf_counter()
-            kw = {} if algo == "affinity" else {"n_clusters": k}
-            try:
-                pred = np.asarray(cluster(X, algo, seed=seed, **kw))
-            except DenseBudgetError as e:
-                # one algorithm over the dense-memory ceiling (affinity first) must not sink the others
-                log.warning("untuned %s %s/%s skipped: %s", man.dataset, rep, algo, e)
-                params.setdefault("skipped", {})[f"{rep}/{algo}"] = str(e)
-                continue
-            rows = evaluate_partitions({(None, algo): pred.tolist()}, y_rep.tolist(), dataset=man.dataset,
-                                       method=NAME, seed=seed, split=split_name, setting=setting,
-                                       representation=rep, only=only)
-            result.metrics += rows
-            timings[f"cluster/{rep}/{algo}"] = round(time.perf_counter() - t0, 3)
-            apath = write_parquet(
-                pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred.astype(np.int64)}),
-                out_dir / "assignments" / f"{rep}__{algo}.parquet")
-            result.artifacts.append({"kind": f"assignments/{rep}/{algo}", "path": str(apath), "rows": len(ids_rep),
-                                     "sha256": sha256_file(apath)})
-            ari = next((r["value"] for r in rows if r["metric"] == "ari"), float("nan"))
+        ev = cluster_and_score(X, y_rep.tolist(), n_clusters=k, algorithms=algos, seed=seed, dataset=man.dataset,
+                               method=NAME, split=split_name, setting=setting, representation=rep, only=only)
+        result.metrics += ev.rows
+        for (_, algo), why in ev.skipped.items():
+            # one algorithm over a dense-memory ceiling (affinity first) must not sink the others
+            params.setdefault("skipped", {})[f"{rep}/{algo}"] = why
+        for (_, algo), pred in ev.partitions.items():
+            timings[f"cluster/{rep}/{algo}"] = ev.seconds.get((None, algo))
+            apath = write_parquet(pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred}),
+                                  out_dir / "assignments" / f"{rep}__{algo}.parquet")
+            result.add_artifact(f"assignments/{rep}/{algo}", apath, len(ids_rep))
+            ari = next((r["value"] for r in ev.rows if r["metric"] == "ari" and r["clustering"] == algo), float("nan"))
             log.info("untuned %s %s/%s: ari=%.4f (%d clusters found)", man.dataset, rep, algo, ari,
                      len(set(pred.tolist())))
     params["timings_s"] = timings
@@ -171,7 +158,7 @@ def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, 
     pairs = pq.read_table(man.table("event_pairs"))
     enc = Encoder(cfg.model_id, device=device, progress=False, **cfg.encoder.model_dump())
     rows = evaluate_event_pairs(pairs, lambda texts: enc.encode_sentences(texts), template=cfg.template,
-                                lowercase=cfg.lowercase, dataset=man.dataset, method=NAME, seed=seed,
+                                lower=cfg.lower, dataset=man.dataset, method=NAME, seed=seed,
                                 representation="sentence")
     result.metrics += rows
     result.params.update({"template": cfg.template, "event_pairs": pairs.num_rows, "precision": enc.precision})

@@ -1,0 +1,44 @@
+"""The dataset registry, ``datasets/registry.yaml``: one entry per dataset (key = reader name).
+
+Its own module so that :mod:`eventatlas.ingest` and :mod:`eventatlas.download` both read the
+registry without importing each other. Entry fields are documented at the top of the YAML file
+(reader, dataset, path, sample, language, ontology, labels, download).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import config
+
+REGISTRY_YAML = config.REPO_ROOT / "datasets" / "registry.yaml"
+
+__all__ = ["REGISTRY_YAML", "load_registry", "dataset_entry"]
+
+
+def load_registry(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """``datasets/registry.yaml`` (or ``path``) as {name: entry}."""
+    src = Path(path) if path else REGISTRY_YAML
+    with open(src, encoding="utf-8") as f:
+        doc = yaml.safe_load(f) or {}
+    datasets = doc.get("datasets", {}) if isinstance(doc, dict) else None
+    if not isinstance(datasets, dict) or not all(isinstance(e, dict) for e in datasets.values()):
+        raise ValueError(f"{src}: expected a top-level 'datasets:' mapping of name -> entry mapping")
+    return datasets
+
+
+def dataset_entry(name: str, registry: dict[str, dict[str, Any]] | None = None, *,
+                  required: bool = False) -> dict[str, Any]:
+    """The registry entry of ``name`` (``registry`` defaults to :func:`load_registry`).
+
+    A reader may exist without an entry: that gives ``{}`` unless ``required`` (then ``KeyError``).
+    """
+    reg = load_registry() if registry is None else registry
+    entry = reg.get(name)
+    if entry is None:
+        if required:
+            raise KeyError(f"dataset {name!r} is not in the registry; known: {', '.join(sorted(reg))}")
+        return {}
+    return entry
