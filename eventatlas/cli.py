@@ -58,6 +58,16 @@ def _fail(msg: str) -> None:
     raise typer.Exit(1)
 
 
+def _check_device(device: str) -> None:
+    """Refuse an unavailable device before any flow starts."""
+    from .device import DeviceUnavailable, resolve_device
+
+    try:
+        resolve_device(device)
+    except DeviceUnavailable as e:
+        _fail(str(e))
+
+
 @app.command()
 def migrate() -> None:
     """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
@@ -130,11 +140,13 @@ def embed(
     representation: Optional[List[str]] = typer.Option(None, "--representation", "-r",
                                                        help="sentence, trigger, mask, mix, window4 (default all)"),
     model: Optional[str] = typer.Option(None, "--model", help="HF id or local path (default all-MiniLM-L6-v2)"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
 ) -> None:
     """Embed a dataset's mentions (runs the `embed` flow; cached by content and options)."""
+    _check_device(device)
     from flows.embed import embed as embed_flow
 
-    out = embed_flow(dataset, _split(representation), model)
+    out = embed_flow(dataset, _split(representation), model, {"device": device})
     print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
 
 
@@ -147,11 +159,13 @@ def cluster(
     n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types"),
     model: Optional[str] = typer.Option(None, "--model"),
     seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (embedding)"),
 ) -> None:
     """Cluster a dataset's mentions (runs the `cluster` flow); prints the assignments path."""
+    _check_device(device)
     from flows.cluster import cluster as cluster_flow
 
-    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed))
+    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device))
 
 
 @app.command("train-all")

@@ -12,7 +12,7 @@ from tasks.embed import embed_task
 
 @flow(name="cluster")
 def cluster(dataset: str, representation: str = "trigger", algorithm: str = "agglomerative",
-            n_clusters: int | None = None, model_id: str | None = None, seed: int = 0) -> str:
+            n_clusters: int | None = None, model_id: str | None = None, seed: int = 0, device: str = "auto") -> str:
     """``n_clusters`` defaults to the number of distinct primary labels in the dataset."""
     mentions = config.datasets_dir() / dataset / "mentions.parquet"
     if not mentions.exists():
@@ -24,6 +24,6 @@ def cluster(dataset: str, representation: str = "trigger", algorithm: str = "agg
             raise ValueError(f"{mentions}: no labels; pass n_clusters")
     from eventatlas.encode import embeddings_dir
 
-    emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()))
+    emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()), {"device": device})
     out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{algorithm}.parquet"
     return cluster_task(emb, algorithm, n_clusters, str(out), seed)

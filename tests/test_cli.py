@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
-COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "leaderboard", "sql", "demo",
-            "migrate", "build-wikievents"]
+COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
+            "sql", "demo", "migrate", "build-wikievents"]
 runner = CliRunner()
 
 
@@ -69,6 +69,44 @@ def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
     assert r.exit_code == 0 and "ingest-samples" in r.output
     r = runner.invoke(app, ["train-all", "--params", "{not json"])
     assert r.exit_code == 1 and "bad --params" in r.output
+
+
+@pytest.mark.parametrize("params, expect", [
+    ('{"untuned": {"k_sen": 10}}', "unknown key 'k_sen' (did you mean 'k_seen'?)"),
+    ('{"untuned": {"k_seen": "ten"}}', "untuned.k_seen: Input should be a valid integer"),
+    ('{"batch_attention": {"train": {"epoch": 3}}}', "unknown key 'train.epoch' (did you mean 'epochs'?)"),
+    ('{"untuned": {"clusterings": ["kmeans"]}}', "untuned.clusterings.0: Input should be"),
+    ('{"nosuch": {}}', "unknown method 'nosuch'"),
+])
+def test_bad_params_fail_in_the_cli_before_anything_runs(eventatlas_env, monkeypatch, params, expect):
+    # nothing may run: not Prefect, not a flow, not a method (the flow module is never imported)
+    import sys
+
+    monkeypatch.delitem(sys.modules, "flows.train_all", raising=False)
+    methods = "untuned,batch_attention" if "batch_attention" in params else "untuned,nosuch" if "nosuch" in params \
+        else "untuned"
+    r = runner.invoke(app, ["train-all", "--methods", methods, "--params", params], terminal_width=300)
+    assert r.exit_code == 1, r.output
+    assert expect in " ".join(r.output.split()), r.output
+    assert "flows.train_all" not in sys.modules
+    assert not (eventatlas_env / "data").exists() and not (eventatlas_env / "warehouse.duckdb").exists()
+
+
+def test_unavailable_device_is_refused_before_anything_runs(eventatlas_env, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    r = runner.invoke(app, ["train-all", "--device", "cuda"], terminal_width=300)
+    assert r.exit_code == 1 and "no CUDA GPU" in r.output
+    r = runner.invoke(app, ["train", "untuned", "nosuch", "--device", "cuda:1"], terminal_width=300)
+    assert r.exit_code == 1 and "no CUDA GPU" in r.output
+
+
+def test_methods_lists_specs_and_keys():
+    r = runner.invoke(app, ["methods"], terminal_width=300)
+    assert r.exit_code == 0, r.output
+    assert "untuned" in r.output and "batch_attention" in r.output and "typed_mentions" in r.output
+    assert "k_seen" in r.output and "representations" in r.output and "GPU: advised" in r.output
 
 
 def test_build_wikievents_command_on_fixture_dumps(tmp_path):

@@ -130,6 +130,33 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
     assert np.allclose([r["loss"] for r in la], [r["loss"] for r in lb], rtol=0, atol=0)
 
 
+@pytest.mark.timeout(600)
+def test_data_parallel_two_processes_under_torchrun(tiny, tmp_path):
+    # the same worker, unchanged, under torchrun with 2 CPU processes (gloo): Accelerate wraps the
+    # model in DDP, each process takes every other batch of the epoch, the replicas stay identical
+    import json
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(port), str(HERE / "train_worker.py"), str(tiny), str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = torch.load(out / "final_rank0.pt"), torch.load(out / "final_rank1.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)  # gradients are all-reduced: one model
+    seen = [json.loads((out / f"batches_rank{r}.json").read_text()) for r in (0, 1)]
+    assert len(seen[0]) == len(seen[1]) == 3 * 3  # 7 batches an epoch -> 3 per process, 3 epochs
+    for e in range(3):
+        ep = [i for r in (0, 1) for bb in seen[r][3 * e:3 * e + 3] for i in bb]
+        assert len(ep) == len(set(ep))  # no example on both processes in an epoch
+    steps = pq.read_table(out / "train_steps.parquet").to_pylist()
+    assert [s["step"] for s in steps] == list(range(1, 10))  # written once, by the main process
+
+
 # ----------------------------------------------------------------------------- token cache
 def test_token_cache_hits_and_invalidates(tiny, tmp_path):
     from eventatlas.modeling import MentionEncoder

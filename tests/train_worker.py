@@ -34,11 +34,13 @@ class Task:
         self.items = enc.prepare(s, a, [i + len(x[1]) for i, x in zip(a, SENTS)], "trigger")
         self.y = torch.tensor([x[2] for x in SENTS])
         self.enc, self.sleep = enc, sleep
+        self.seen: list[list[int]] = []  # batches this process trained on (data-parallel test)
 
     def lengths(self):
         return [len(it.ids) for it in self.items]
 
     def make_batch(self, idx, rng):
+        self.seen.append([int(i) for i in idx])
         b = self.enc.collate([self.items[i] for i in idx], "trigger")
         b["y"] = self.y[idx]
         b["noise"] = torch.from_numpy(rng.normal(size=len(idx)).astype(np.float32))  # exercises the task RNG
@@ -76,7 +78,14 @@ def main(argv):
     a = p.parse_args(argv)
     model, tr = build(a.model_dir, a.out, a.epochs, a.sleep)
     tr.fit(resume=a.resume)
-    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, f"{a.out}/final.pt")
+    rank = tr.accelerator.process_index
+    name = "final.pt" if tr.accelerator.num_processes == 1 else f"final_rank{rank}.pt"
+    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, f"{a.out}/{name}")
+    if tr.accelerator.num_processes > 1:
+        import json
+
+        with open(f"{a.out}/batches_rank{rank}.json", "w") as f:
+            json.dump(tr.task.seen, f)
     print("done", tr.state.step)
 
 

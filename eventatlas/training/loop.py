@@ -80,6 +80,20 @@ class TrainResult:
         return {k: v for k, v in self.__dict__.items() if k != "history"} | {"history": self.history}
 
 
+class _TaskModule(torch.nn.Module):
+    """The method's model with its task's loss as ``forward``: what Accelerate prepares (and wraps in
+    DDP under a distributed launch), so the loss always runs through the wrapper's forward and the
+    gradients are all-reduced, while ``task.loss`` keeps receiving the plain model."""
+
+    def __init__(self, inner: torch.nn.Module, task: TrainTask):
+        super().__init__()
+        self.inner = inner
+        self._task = task
+
+    def forward(self, batch: dict[str, Any]):
+        return self._task.loss(self.inner, batch)
+
+
 class _LoopState:
     """Everything about the loop's position that a checkpoint must restore (registered with Accelerate)."""
 
@@ -148,7 +162,12 @@ def make_accelerator(device: str, precision: str):
     AcceleratorState._reset_state(reset_partial_state=True)
     if device.startswith("cuda:") and "WORLD_SIZE" not in os.environ:
         torch.cuda.set_device(int(device.split(":", 1)[1]))  # Accelerate places on the current device
-    return Accelerator(cpu=(device == "cpu"), mixed_precision="bf16" if precision == "bf16" else "no")
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    # a task need not use every parameter at every step (e.g. a head only some batches reach)
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(cpu=(device == "cpu"), mixed_precision="bf16" if precision == "bf16" else "no",
+                       kwargs_handlers=[ddp])
 
 
 class Trainer:
@@ -190,7 +209,7 @@ class Trainer:
         if args.warmup_max_ratio is not None:
             warmup = min(warmup, int(args.warmup_max_ratio * self.total_steps))
         self.warmup = warmup
-        self.model, self.optimizer = acc.prepare(model, opt)
+        self.model, self.optimizer = acc.prepare(_TaskModule(model, task), opt)
         # stepped by hand once per optimizer step (Accelerate's wrapper would step it once per process)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(args.schedule, warmup, self.total_steps))
         self.state = _LoopState()
@@ -202,7 +221,8 @@ class Trainer:
     # ------------------------------------------------------------------ helpers
     @property
     def unwrapped(self) -> torch.nn.Module:
-        return self.accelerator.unwrap_model(self.model)
+        """The method's model (without the loss wrapper, DDP or autocast)."""
+        return self.accelerator.unwrap_model(self.model).inner
 
     @property
     def is_main(self) -> bool:
@@ -321,7 +341,7 @@ class Trainer:
                 ctx = acc.no_sync(self.model) if not sync and acc.num_processes > 1 else contextlib.nullcontext()
                 with ctx:
                     with acc.autocast():
-                        loss, terms = self.task.loss(self.model, batch)
+                        loss, terms = self.model(batch)
                     acc.backward(loss / args.grad_accum if args.grad_accum > 1 else loss)
                 acc_loss += float(loss.detach())
                 for k, v in terms.items():
