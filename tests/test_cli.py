@@ -37,8 +37,9 @@ def test_migrate_sql_leaderboard(eventatlas_env):
     for seed, v in ((0, 0.4812), (1, 0.4412)):
         wh.publish({"run_id": f"r{seed}", "method": "untuned", "seed": seed, "status": "completed",
                     "finished_at": f"2026-01-0{seed + 1} 00:00:00"},
-                   [{"dataset": "onto", "split": "all", "method": "untuned", "representation": "trigger",
-                     "clustering": "agglomerative", "metric": "ari", "value": v, "seed": seed}])
+                   [{"task": "induction", "dataset": "onto", "split": "all", "method": "untuned",
+                     "representation": "trigger", "clustering": "agglomerative", "metric": "ari", "value": v,
+                     "seed": seed}])
     r = runner.invoke(app, ["leaderboard"])
     assert r.exit_code == 0, r.output
     line = next(ln for ln in r.output.splitlines() if "onto" in ln)

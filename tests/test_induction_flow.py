@@ -118,22 +118,28 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
 
     wh = Warehouse()
     df = wh.query("SELECT * FROM metrics WHERE method = 'batch_attention'")
-    clusterings = set(df["clustering"])
+    # clustering holds the algorithm only; the clustering input / baseline / oracle is the variant
+    configs = {(v, c if isinstance(c, str) else None) for v, c in zip(df["variant"], df["clustering"])}
     for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft"):
         for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
-            assert f"{inp}/{algo}" in clusterings
-    assert {"untuned:ft/agglomerative", "perfect", "stopping"} <= clusterings
+            assert (inp, algo) in configs
+    assert {("untuned:ft", "agglomerative"), ("perfect", None), ("stopping", None)} <= configs
+    assert set(df.clustering.dropna()) == {"agglomerative", "manifold", "manifold_sym", "affinity"}
+    assert set(df[df.metric.str.startswith("naming_")].task) == {"naming"}
+    assert set(df[df.metric.str.startswith("linking_")].task) == {"linking"}
     ari = df[(df.metric == "ari")]
-    assert len(ari) == 20 and ari["value"].between(-0.5, 1).all()
+    assert len(ari) == 20 and ari["value"].between(-0.5, 1).all() and set(ari.task) == {"induction"}
     # shift invariance: 1 - S and -S give the same partitions, hence the same scores
-    a = ari.set_index("clustering")["value"]
+    a = ari.set_index(["variant", "clustering"])["value"]
     for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
-        assert a[f"attn_dot/{algo}"] == pytest.approx(a[f"attn_dot_neg/{algo}"])
+        assert a[("attn_dot", algo)] == pytest.approx(a[("attn_dot_neg", algo)])
     # naming on gold clusters ranks among 3 unseen names; linking has 3 mapped unseen types
-    perf = df[df.clustering == "perfect"].set_index("metric")["value"]
+    perf = df[df.variant == "perfect"].set_index("metric")["value"]
     assert perf["naming_n_clusters"] == 3 and 1 <= perf["naming_mean_rank"] <= 3
     assert perf["linking_n_clusters"] == 3 and perf["avg_cluster_purity"] == 1.0
-    stop = df[df.clustering == "stopping"].set_index("metric")["value"]
+    stop = df[df.variant == "stopping"]
+    assert set(stop.task) == {"training"} and stop.clustering.isna().all()
+    stop = stop.set_index("metric")["value"]
     assert 0 <= stop["stop_epoch_paper"] <= 2 and 0 <= stop["stop_epoch_code"] <= 2
 
     params_out = record["run"]["params"]

@@ -3,10 +3,11 @@
 ``run(dataset_dir, out_dir, *, seed, **params) -> MethodResult``. Settings are dataset parameters
 (``DATASET_SETTINGS``, keyed by the manifest's reader): ACE (10 seen / 23 unseen), MAVEN (150 seen /
 18 unseen, manifold k = 3000), OntoEvent-MAVEN (10 seen / 40 unseen), FrameNet (frames as types,
-verb LUs). Every metric row is long form (eventatlas.methods.base.METRIC_KEYS) with
-``clustering`` = ``<input>/<algorithm>`` for the trained model at the stopping epoch,
-``untuned:ft/<algorithm>`` for the same encoder before training (same pooling, same mentions),
-and ``perfect`` for the gold partition in naming/linking; ``split`` is ``unseen``.
+verb LUs). Every metric row is long form (eventatlas.evaluation.base.METRIC_KEYS) with
+``clustering`` = the algorithm and ``variant`` = ``<input>`` for the trained model at the stopping
+epoch, ``untuned:ft`` for the same encoder before training (same pooling, same mentions),
+``perfect`` for the gold partition in naming/linking, ``stopping`` for the chosen epochs (task
+``training``); ``split`` is ``unseen``.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from .. import config
 from ..io import atomic_write_json, sha256_file, write_parquet
+from ..warehouse import legacy_metric_keys
 from .data import load_mentions, type_texts
 from .evaluate import ALGORITHMS, INPUTS, cluster_all, distance_inputs, score_partitions
 from .train import TrainConfig, Trainer, load_epoch
@@ -51,8 +53,11 @@ def settings_for(dataset_dir: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _row(dataset, rep, clustering, metric, value, seed) -> dict[str, Any]:
-    return {"dataset": dataset, "split": "unseen", "method": NAME, "representation": rep,
-            "clustering": clustering, "metric": metric, "value": float(value), "seed": seed}
+    # "<input>/<algorithm>", "perfect", ... -> clustering + variant and task, as warehouse migration 003 maps them
+    keys = legacy_metric_keys(clustering, metric)
+    return {"task": keys["task"], "dataset": dataset, "split": "unseen", "method": NAME, "representation": rep,
+            "clustering": keys["clustering"], "variant": keys["variant"], "metric": metric, "value": float(value),
+            "seed": seed}
 
 
 def _embed_texts(model_id: str | None, texts: list[str]) -> np.ndarray:

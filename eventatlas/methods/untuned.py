@@ -229,8 +229,9 @@ def run(
             for name, value in scores.items():
                 if metric_names is not None and name not in metric_names:
                     continue
-                rows.append({"dataset": dataset, "split": split_name, "method": NAME, "representation": rep,
-                             "clustering": method, "metric": name, "value": float(value), "seed": seed})
+                rows.append({"task": "induction", "dataset": dataset, "split": split_name, "method": NAME,
+                             "representation": rep, "clustering": method, "variant": None, "metric": name,
+                             "value": float(value), "seed": seed})
             apath = write_parquet(
                 pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred.astype(np.int64)}),
                 out_dir / "assignments" / f"{rep}__{method}.parquet",
