@@ -331,7 +331,8 @@ def publish(
     except (RecordError, WarehouseError) as e:
         _fail(str(e))
     console.print(f"published {len(records)} run records ({len(out['published'])} completed, {len(out['skipped'])} "
-                  f"skipped, {len(out['failed'])} failed; {out['metric_rows']} metric rows) to {out['warehouse']}")
+                  f"skipped, {len(out['failed'])} failed; {out['metric_rows']} metric rows) to {out['warehouse']}",
+                  soft_wrap=True)
 
 
 @app.command()
