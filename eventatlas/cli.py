@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import config
@@ -52,9 +53,8 @@ def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max
 
 
 def _fail(msg: str) -> None:
-    from rich.markup import escape
-
-    console.print("[red]error:[/red] " + escape(msg))  # messages are literal text, not console markup
+    # one line however long (paths), and brackets in the message are text, not markup
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -219,8 +219,8 @@ def train(
 
     Writes the run record under <data>/runs/<run_id>/ and prints its path; land it in the warehouse
     with `eventatlas publish <path>`."""
-    from .device import DeviceUnavailable, resolve_device
-    from .methods import ParamError, get_spec
+    from .device import resolve_device
+    from .methods import get_spec
 
     try:
         p = json.loads(params) if params else {}
@@ -231,7 +231,8 @@ def train(
     ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
     if not (ddir / "manifest.json").exists():
         _fail(f"dataset {dataset!r} is not ingested (no {ddir / 'manifest.json'}); see `eventatlas datasets`")
-    from .runner import read_record, run_method
+    from .records import read_record
+    from .runner import run_method
 
     path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
     if int(os.environ.get("RANK", "0")) == 0:
@@ -293,40 +294,131 @@ def build_wikievents(
     console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str))
 
 
-def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None) -> tuple[str, list]:
-    """Pivot of the ``leaderboard`` view: one line per configuration, best value x100 per metric,
-    sorted by the first metric. Metric names become column names, so they are validated."""
-    for m in metrics:
-        if not re.fullmatch(r"[A-Za-z0-9_]+", m):
-            raise typer.BadParameter(f"bad metric name {m!r}")
-    cols = ", ".join(f"round(100 * max(best) FILTER (WHERE metric = '{m}'), 1) AS {m}" for m in metrics)
+# Metrics shown per task when --metrics is not given (those present in the warehouse).
+DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
+                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code")}
+# Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
+_NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters)$|^stop_epoch_")
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None, task: Optional[str] = None,
+                    lower_is_better: bool = False) -> tuple[str, list]:
+    """Pivot of the ``leaderboard`` view: one line per configuration (task, dataset, setting, method,
+    representation, clustering, variant), best value per metric (x100 for fractions), sorted by the
+    first metric, whose mean and std over seeds come first. Metric names travel as parameters."""
+    if not metrics:
+        raise ValueError("leaderboard_sql: no metric")
+
+    def agg(fn: str, m: str) -> str:
+        return f"max({fn}) FILTER (WHERE metric = ?)" if _NOT_FRACTION.search(m) else \
+            f"100 * max({fn}) FILTER (WHERE metric = ?)"
+
     first = metrics[0]
-    sql = (f"SELECT dataset, method, representation AS rep, clustering, max(n_seeds) AS seeds, "
-           f"round(100 * max(mean) FILTER (WHERE metric = '{first}'), 1) AS {first}_mean, "
-           f"round(100 * max(std) FILTER (WHERE metric = '{first}'), 1) AS {first}_std, {cols} "
-           f"FROM leaderboard" + (" WHERE dataset = ?" if dataset else "")
-           + f" GROUP BY ALL HAVING max(best) FILTER (WHERE metric = '{first}') IS NOT NULL"
-           f" ORDER BY dataset, {first} DESC NULLS LAST, method, rep, clustering")
-    return sql, [dataset] if dataset else []
+    cols = [f"round({agg('mean', first)}, 1) AS {_ident(first + '_mean')}",
+            f"round({agg('std', first)}, 1) AS {_ident(first + '_std')}",
+            *[f"round({agg('best', m)}, 1) AS {_ident(m)}" for m in metrics]]
+    args: list = [first, first, *metrics]
+    where = [c for c, v in (("task = ?", task), ("dataset = ?", dataset)) if v]
+    args += [v for v in (task, dataset) if v]
+    sql = (f"SELECT task, dataset, setting, method, representation AS rep, clustering, variant, "
+           f"max(n_seeds) AS seeds, {', '.join(cols)} FROM leaderboard"
+           + (f" WHERE {' AND '.join(where)}" if where else "")
+           + " GROUP BY ALL HAVING max(best) FILTER (WHERE metric = ?) IS NOT NULL"
+           f" ORDER BY task, dataset, {_ident(first)} {'ASC' if lower_is_better else 'DESC'} NULLS LAST,"
+           " method, rep, clustering, variant")
+    return sql, [*args, first]
 
 
-def _leaderboard(metrics: str = "ari,bcubed_f,nmi", dataset: Optional[str] = None) -> None:
-    from .warehouse import Warehouse
+def _distinct(wh, column: str, task: Optional[str] = None, dataset: Optional[str] = None) -> list[str]:
+    where = [f"{column} IS NOT NULL", *[c for c, v in (("task = ?", task), ("dataset = ?", dataset)) if v]]
+    _, rows = wh.query_rows(f"SELECT DISTINCT {column} FROM leaderboard WHERE {' AND '.join(where)} ORDER BY 1",
+                            [v for v in (task, dataset) if v])
+    return [r[0] for r in rows]
+
+
+def _check_known(what: str, values: list[str], known: list[str], wh) -> None:
+    unknown = [v for v in values if v not in known]
+    if unknown:
+        _fail(f"unknown {what}{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; known in {wh.path}: "
+              f"{', '.join(known) if known else '(none: no completed run has metrics)'}")
+
+
+def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None) -> None:
+    """One table per task (or only ``task``); unknown task / dataset / metric names fail with the known ones."""
+    from .warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
-    sql, args = leaderboard_sql([m.strip() for m in metrics.split(",") if m.strip()], dataset)
-    cols, rows = wh.query_rows(sql, args)
-    print_rows(cols, rows, title=f"leaderboard (x100; best over seeds) from {wh.path}")
+    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    try:
+        if task:
+            _check_known("task", [task], _distinct(wh, "task"), wh)
+        if dataset:
+            _check_known("dataset", [dataset], _distinct(wh, "dataset", task), wh)
+        if requested:
+            _check_known("metric", requested, _distinct(wh, "metric", task, dataset), wh)
+        tasks = [task] if task else _distinct(wh, "task", dataset=dataset)
+        if not tasks:
+            console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True)
+            return
+        for t in tasks:
+            known = _distinct(wh, "metric", t, dataset)
+            chosen = [m for m in (requested or DEFAULT_METRICS.get(t, ())) if m in known]
+            if not chosen and not requested:
+                chosen = known[:3]
+            if not chosen:
+                continue  # none of the requested metrics exists for this task
+            _, lower = wh.query_rows("SELECT 1 FROM metric_direction WHERE metric = ? AND NOT higher_is_better",
+                                     [chosen[0]])
+            sql, args = leaderboard_sql(chosen, dataset, t, lower_is_better=bool(lower))
+            cols, rows = wh.query_rows(sql, args)
+            print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} (best over seeds; fractions x100)")
+    except WarehouseError as e:
+        _fail(str(e))
 
 
 @app.command()
 def leaderboard(
-    metrics: str = typer.Option("ari,bcubed_f,nmi", "--metrics",
-                                help="comma-separated metrics; the first one sorts and gets mean/std over seeds"),
+    metrics: Optional[str] = typer.Option(None, "--metrics",
+                                          help="comma-separated metrics; the first one sorts and gets mean/std over "
+                                               "seeds (default per task, e.g. ari,bcubed_f,nmi for induction)"),
     dataset: Optional[str] = typer.Option(None, "--dataset"),
+    task: Optional[str] = typer.Option(None, "--task", help="induction, naming, linking, ... (default: every task, "
+                                                            "one table each)"),
 ) -> None:
-    """Best value per dataset x method x representation x clustering (mean/std over seeds), from DuckDB."""
-    _leaderboard(metrics, dataset)
+    """Best value per task x dataset x setting x method x representation x clustering x variant
+    (mean/std over seeds of the first metric), from DuckDB."""
+    _leaderboard(metrics, dataset, task)
+
+
+@app.command()
+def publish(
+    paths: List[Path] = typer.Argument(..., help="run.json files, run directories, or directories searched "
+                                                 "recursively for run.json"),
+) -> None:
+    """Publish run records written outside a flow (e.g. by `python -m eventatlas.methods.batch_attention_posthoc evaluate`)
+    to the warehouse (runs the `publish` flow, the warehouse's one writer)."""
+    from .records import RecordError, find_records, read_record
+    from .warehouse import WarehouseError
+
+    try:  # bad paths fail before Prefect starts
+        records = find_records(paths)
+        for r in records:
+            read_record(r)
+    except RecordError as e:
+        _fail(str(e))
+    from flows.publish import publish as flow
+
+    try:
+        out = flow([str(r) for r in records])
+    except (RecordError, WarehouseError) as e:
+        _fail(str(e))
+    console.print(f"published {len(records)} run records ({len(out['published'])} completed, {len(out['skipped'])} "
+                  f"skipped, {len(out['failed'])} failed; {out['metric_rows']} metric rows) to {out['warehouse']}",
+                  soft_wrap=True)
 
 
 @app.command()

@@ -28,8 +28,8 @@ import numpy as np
 
 from . import config
 from .io import Rejects, atomic_path, atomic_write_json
-from .modeling.inputs import REPRESENTATIONS, WINDOW_LAYERS, ModelInput, check_span  # noqa: F401 (re-exported)
-from .modeling.mention_encoder import PACKAGED_ALIASES, model_name, resolve_model  # noqa: F401 (re-exported)
+from .modeling.inputs import REPRESENTATIONS, ModelInput, check_span  # noqa: F401 (re-exported)
+from .modeling.mention_encoder import model_name, resolve_model  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 

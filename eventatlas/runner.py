@@ -23,19 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from . import config
-from .io import atomic_write_json, atomic_write_text, sha256_file, write_parquet
+from .io import atomic_write_text, write_parquet
+from .records import finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
-
-
-def write_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
-    path = Path(run_dir) / "run.json"
-    atomic_write_json(path, record)
-    return path
-
-
-def read_record(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def run_prefix(method: str, dataset: str, seed: int, cfg_json: dict[str, Any], fingerprint: str) -> str:
@@ -88,8 +79,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
     from .methods import get_spec
     from .methods.base import NotApplicable
     from .methods.spec import json_params
-    from .runinfo import code_version, new_run_id, utcnow
-    from .warehouse import metrics_table
+    from .runinfo import new_run_id
 
     ddir = Path(dataset_dir)
     man = Manifest.read(ddir)
@@ -102,41 +92,29 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
     prefix = run_prefix(method, dataset, seed, cfg.model_dump(mode="json"), fingerprint)
     run_id = _agree((unfinished_run(prefix) if resume else None) or new_run_id(prefix))
     run_dir = config.runs_dir() / run_id
-    record: dict[str, Any] = {
-        "run": {"run_id": run_id, "flow": flow, "task": "train", "method": method,
-                "params": {"config": json_params(cfg)}, "code_version": code_version(),
-                "data_fingerprints": {dataset: fingerprint}, "seed": seed, "started_at": utcnow().isoformat(),
-                "device": cfg.device},
-        "metrics_path": None,
-        "artifacts": [],
-    }
+    record = new_record(run_id, flow=flow, task="train", method=method, params={"config": json_params(cfg)},
+                        data_fingerprints={dataset: fingerprint}, seed=seed)
+    record["run"]["device"] = cfg.device
     try:
         result = spec.runner()(ddir, run_dir, seed=seed, config=cfg, **({"resume": True} if resume else {}))
-        table = metrics_table(result.metrics, run_id=run_id)
-        mpath = write_parquet(table, run_dir / "metrics.parquet")
-        record["metrics_path"] = str(mpath)
+        record["artifacts"] = list(result.artifacts)
+        table = write_metrics(record, result.metrics, run_dir)
         record["train_steps_path"] = _concat(result.train_steps, run_dir / "train_steps.parquet")
         record["train_evals_path"] = _concat(result.train_evals, run_dir / "train_evals.parquet")
-        record["artifacts"] = [*result.artifacts, {"kind": "metrics", "path": str(mpath), "rows": table.num_rows,
-                                                   "sha256": sha256_file(mpath)}]
         record["run"]["params"] = {**record["run"]["params"], **result.params}
         record["run"]["device"] = result.device or cfg.device
-        record["run"]["status"] = "completed"
+        finish_record(record, "completed")
         log.info("%s on %s (seed %d): %d metric rows", method, dataset, seed, table.num_rows)
     except NotApplicable as e:
-        record["run"]["status"] = "skipped"
-        record["run"]["error"] = f"not applicable: {e}"
+        finish_record(record, "skipped", f"not applicable: {e}")
         log.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
     except Exception as e:  # recorded; the flow publishes it and fails at the end
         tb = run_dir / "error.txt"
         atomic_write_text(tb, traceback.format_exc())
         first = (str(e).strip().splitlines() or [""])[0]
-        record["run"]["status"] = "failed"
-        record["run"]["error"] = f"{type(e).__name__}: {first} (traceback: {tb})"
         record["artifacts"].append({"kind": "traceback", "path": str(tb)})
+        finish_record(record, "failed", f"{type(e).__name__}: {first} (traceback: {tb})")
         log.error("%s on %s (seed %d) failed: %s", method, dataset, seed, record["run"]["error"])
-    record["run"]["finished_at"] = utcnow().isoformat()
-    path = run_dir / "run.json"
     if _is_main():
-        write_record(run_dir, record)
-    return path
+        return write_record(run_dir, record)
+    return run_dir / "run.json"

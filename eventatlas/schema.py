@@ -119,6 +119,33 @@ REJECTS = pa.schema(
     ]
 )
 
+# Run logs of trained methods (not dataset tables): what a trainer writes to
+# runs/<run_id>/train_steps.parquet and train_evals.parquet; the warehouse tables of migration 004
+# add run_id. ``phase`` names the training inside a run (e.g. the representation, or a
+# pre-training stage), since one run may train several models.
+TRAIN_STEPS = pa.schema(
+    [
+        pa.field("phase", pa.string()),
+        pa.field("step", pa.int64(), nullable=False),  # optimizer steps so far
+        pa.field("epoch", pa.int32()),
+        pa.field("loss", pa.float64()),
+        pa.field("lr", pa.float64()),  # the first parameter group's (the encoder's)
+        pa.field("examples_per_s", pa.float64()),
+        pa.field("tokens_per_s", pa.float64()),
+        pa.field("padding_fraction", pa.float64()),
+        pa.field("terms", pa.map_(pa.string(), pa.float64())),  # loss terms, other groups' lr
+    ]
+)
+TRAIN_EVALS = pa.schema(
+    [
+        pa.field("phase", pa.string()),
+        pa.field("step", pa.int64()),
+        pa.field("epoch", pa.int32()),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,
     "mentions": MENTIONS,

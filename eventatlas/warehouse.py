@@ -1,4 +1,5 @@
-"""The DuckDB warehouse: runs, long-form metrics, artifacts, and views over the Parquet datasets.
+"""The DuckDB warehouse: runs, long-form metrics, artifacts, training logs (per-step losses and
+per-epoch dev metrics of trained methods), and views over the Parquet datasets.
 
 One writer. DuckDB lets one process hold a read-write handle on a file, so every write
 goes through a short-lived connection opened by :meth:`Warehouse.publish` (or the small
@@ -22,31 +23,41 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
 import duckdb
 import pyarrow as pa
 
 from . import config
-from .schema import TABLES
+from .schema import TABLES, TRAIN_EVALS, TRAIN_STEPS
 
 MIGRATIONS_DIR = config.REPO_ROOT / "warehouse" / "migrations"
 _MIGRATION_RE = re.compile(r"^(\d{3})_[A-Za-z0-9_\-]+\.sql$")
 DEFAULT_LOCK_TIMEOUT = 30.0
 
+# run_id + eventatlas.evaluation.base.METRIC_KEYS, in the warehouse's column order
 METRICS_SCHEMA = pa.schema(
     [
         pa.field("run_id", pa.string()),
+        pa.field("task", pa.string()),
         pa.field("dataset", pa.string()),
         pa.field("split", pa.string()),
+        pa.field("setting", pa.string()),
         pa.field("method", pa.string()),
         pa.field("representation", pa.string()),
         pa.field("clustering", pa.string()),
+        pa.field("variant", pa.string()),
         pa.field("metric", pa.string()),
         pa.field("value", pa.float64()),
         pa.field("seed", pa.int32()),
     ]
 )
+# What a trainer writes to runs/<run_id>/train_steps.parquet and train_evals.parquet (the
+# warehouse tables of migration 004 add run_id); defined with the other schemas.
+TRAIN_STEPS_SCHEMA = TRAIN_STEPS
+TRAIN_EVALS_SCHEMA = TRAIN_EVALS
+# What publish accepts as a training log: Arrow table, Parquet path, or rows.
+TrainLog = Union[pa.Table, str, os.PathLike, Iterable[Mapping[str, Any]], None]
 RUN_FIELDS = (
     "run_id", "flow", "task", "method", "params", "code_version", "data_fingerprints",
     "seed", "started_at", "finished_at", "status", "device", "error",
@@ -254,10 +265,14 @@ class Warehouse:
 
     # -- writes ------------------------------------------------------------------------
     def publish(self, run: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = (),
-                artifacts: Iterable[Mapping[str, Any]] = ()) -> str:
-        """Write one run with its metrics and artifacts in a single transaction.
+                artifacts: Iterable[Mapping[str, Any]] = (), *, train_steps: TrainLog = None,
+                train_evals: TrainLog = None) -> str:
+        """Write one run with its metrics, artifacts and training logs in a single transaction.
 
-        Re-publishing a run_id replaces its rows (so a retried publish is harmless).
+        ``train_steps`` / ``train_evals``: an Arrow table, a Parquet path or a list of dicts with
+        the columns of :data:`TRAIN_STEPS_SCHEMA` / :data:`TRAIN_EVALS_SCHEMA`. Re-publishing a
+        run_id replaces its rows in every table (so a retried publish is harmless); everything
+        is validated before the transaction opens.
         """
         run_id = run.get("run_id")
         if not run_id:
@@ -270,19 +285,20 @@ class Warehouse:
         arts = [[run_id if a.get("run_id") is None else a["run_id"], a.get("kind"),
                  None if a.get("path") is None else str(a["path"]), a.get("rows"), a.get("sha256")]
                 for a in artifacts]
+        logs = {"train_steps": train_log_table(train_steps, TRAIN_STEPS_SCHEMA, "train_steps", run_id),
+                "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id)}
         with self.transaction() as con:
-            for t in ("metrics", "artifacts", "runs"):
+            for t in ("metrics", "artifacts", "train_steps", "train_evals", "runs"):
                 con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
             con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
                         run_row)
-            if mtable.num_rows:
-                con.register("_new_metrics", mtable)
-                con.execute(f"INSERT INTO metrics ({', '.join(METRICS_SCHEMA.names)}) "
-                            f"SELECT {', '.join(METRICS_SCHEMA.names)} FROM _new_metrics")
-                con.unregister("_new_metrics")
+            _insert_arrow(con, "metrics", mtable)
             if arts:
                 con.executemany('INSERT INTO artifacts (run_id, kind, path, "rows", sha256) VALUES (?, ?, ?, ?, ?)',
                                 arts)
+            for name, table in logs.items():
+                if table is not None:
+                    _insert_arrow(con, name, table)
         return run_id
 
     # Contract helpers (each its own short transaction) for callers that build a run step by step.
@@ -308,11 +324,10 @@ class Warehouse:
                 raise WarehouseError(f"finish_run: no run {run_id!r} in {self.path}")
 
     def add_metrics(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Append metric rows (same validation as :meth:`publish`: ``task`` is required)."""
         table = metrics_table(rows, run_id=run_id)
         with self.transaction() as con:
-            con.register("_new_metrics", table)
-            con.execute(f"INSERT INTO metrics ({', '.join(METRICS_SCHEMA.names)}) "
-                        f"SELECT {', '.join(METRICS_SCHEMA.names)} FROM _new_metrics")
+            _insert_arrow(con, "metrics", table)
         return table.num_rows
 
     def add_artifact(self, run_id: str, kind: str, path: str | os.PathLike, rows: int | None = None,
@@ -335,10 +350,45 @@ class Warehouse:
             return cols, cur.fetchall()
 
 
+def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> None:
+    if not data.num_rows:
+        return
+    cols = ", ".join(f'"{n}"' for n in data.column_names)
+    con.register("_new_rows", data)
+    try:
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _new_rows")
+    finally:
+        con.unregister("_new_rows")
+
+
+def _describe_row(r: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={r.get(k)!r}" for k in ("dataset", "method", "representation", "clustering", "metric")
+                     if r.get(k) is not None)
+
+
 def metrics_table(rows: Iterable[Mapping[str, Any]], run_id: str | None = None) -> pa.Table:
-    """Long-form metric rows -> Arrow table with the warehouse column types."""
+    """Long-form metric rows (eventatlas.evaluation.base.METRIC_KEYS) -> Arrow table with the
+    warehouse column types. Refuses, naming the row: a missing or unknown ``task``, a missing
+    ``metric``/``dataset``, a non-numeric ``value``, a ``clustering`` in the old combined
+    ``<variant>/<algorithm>`` form."""
+    from .evaluation.base import TASKS
+
     cols: dict[str, list] = {n: [] for n in METRICS_SCHEMA.names}
     for i, r in enumerate(rows):
+        task = r.get("task")
+        if task is None:
+            raise WarehouseError(f"metric row {i}: 'task' is required (one of {', '.join(TASKS)}); "
+                                 f"row: {_describe_row(r)}")
+        if task not in TASKS:
+            raise WarehouseError(f"metric row {i}: unknown task {task!r} (known: {', '.join(TASKS)}); "
+                                 f"row: {_describe_row(r)}")
+        if not r.get("metric") or not r.get("dataset"):
+            raise WarehouseError(f"metric row {i}: 'metric' and 'dataset' are required; row: {_describe_row(r)}")
+        clus = r.get("clustering")
+        if isinstance(clus, str) and "/" in clus:
+            raise WarehouseError(f"metric row {i}: clustering {clus!r} must be an algorithm name; put the rest in "
+                                 f"'variant' (clustering={split_legacy_clustering(clus)[0]!r}, "
+                                 f"variant={split_legacy_clustering(clus)[1]!r}); row: {_describe_row(r)}")
         for n in METRICS_SCHEMA.names:
             v = r.get(n)
             if n == "run_id" and v is None:
@@ -349,7 +399,82 @@ def metrics_table(rows: Iterable[Mapping[str, Any]], run_id: str | None = None) 
                 except (TypeError, ValueError):
                     raise WarehouseError(f"metric row {i}: value {v!r} is not a number ({dict(r)})") from None
             cols[n].append(v)
-    for i, (m, d) in enumerate(zip(cols["metric"], cols["dataset"])):
-        if not m or not d:
-            raise WarehouseError(f"metric row {i}: 'metric' and 'dataset' are required")
     return pa.Table.from_pydict(cols, schema=METRICS_SCHEMA)
+
+
+# Clustering values that never named an algorithm in the old combined column.
+_LEGACY_VARIANTS = ("perfect", "stopping")
+
+
+def split_legacy_clustering(text: str | None) -> tuple[str | None, str | None]:
+    """The old combined ``clustering`` text -> (clustering, variant), as migration 003 backfills.
+
+    ``attn_dot/manifold`` -> (manifold, attn_dot); ``untuned:ft/affinity`` -> (affinity, untuned:ft);
+    ``ensemble3:attn_cos/agglomerative`` -> (agglomerative, ensemble3:attn_cos); ``perfect`` ->
+    (None, perfect); ``agglomerative`` -> (agglomerative, None). Split at the last ``/``.
+    """
+    if text is None:
+        return None, None
+    if text in _LEGACY_VARIANTS:
+        return None, text
+    if "/" in text:
+        variant, _, algo = text.rpartition("/")
+        return algo or None, variant or None
+    return text or None, None
+
+
+def legacy_task(metric: str) -> str:
+    """The task of a metric row written before rows carried one (migration 003's rule)."""
+    if metric.startswith("naming_"):
+        return "naming"
+    if metric.startswith("linking_"):
+        return "linking"
+    if metric.startswith("stop_epoch_"):
+        return "training"
+    return "induction"
+
+
+def legacy_metric_keys(clustering: str | None, metric: str) -> dict[str, str | None]:
+    """``task``, ``clustering``, ``variant`` of an old-style row (clustering text, metric name)."""
+    algo, variant = split_legacy_clustering(clustering)
+    return {"task": legacy_task(metric), "clustering": algo, "variant": variant}
+
+
+def train_log_table(data: Any, schema: pa.Schema, what: str, run_id: str | None = None) -> pa.Table | None:
+    """A training log (Arrow table, Parquet path or list of dicts) checked against ``schema``;
+    with ``run_id`` the result gains a leading run_id column (the warehouse table's layout)."""
+    if data is None:
+        return None
+    src = f"{what} ({data})" if isinstance(data, (str, os.PathLike)) else what
+    if isinstance(data, (str, os.PathLike)):
+        import pyarrow.parquet as pq
+
+        if not Path(data).exists():
+            raise WarehouseError(f"{src}: file not found")
+        table = pq.read_table(data)
+    elif isinstance(data, pa.Table):
+        table = data
+    else:
+        rows = [dict(r) for r in data]
+        extra = sorted({k for r in rows for k in r} - set(schema.names))
+        if extra:
+            raise WarehouseError(f"{src}: unexpected columns {extra}; expected {schema.names}")
+        # missing keys become nulls (the null check below still guards required columns)
+        table = pa.Table.from_pylist(rows, schema=pa.schema([f.with_nullable(True) for f in schema]))
+    missing = [n for n in schema.names if n not in table.column_names]
+    extra = [n for n in table.column_names if n not in schema.names]
+    if missing or extra:
+        raise WarehouseError(f"{src}: columns must be exactly {schema.names}"
+                             + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
+    table = table.select(schema.names)
+    for f in schema:
+        if not f.nullable and table.column(f.name).null_count:
+            raise WarehouseError(f"{src}: column {f.name!r} has {table.column(f.name).null_count} null value(s)")
+    try:
+        table = table.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise WarehouseError(f"{src}: columns do not fit {schema}: {e}") from None
+    if run_id is not None:
+        table = table.add_column(0, pa.field("run_id", pa.string(), nullable=False),
+                                 pa.array([run_id] * table.num_rows, pa.string()))
+    return table

@@ -1,1 +1,1 @@
-"""Prefect flows composing the tasks in ``tasks/``. Flow names: ingest, embed, cluster, evaluate, train-all."""
+"""Prefect flows composing the tasks in ``tasks/``. Flow names: ingest, embed, cluster, evaluate, train-all, publish, build-wikievents."""

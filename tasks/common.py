@@ -6,7 +6,8 @@ from pathlib import Path
 from eventatlas import config
 from eventatlas.data import Manifest
 from eventatlas.data import ingested as ingested_manifests
-from eventatlas.runner import read_record, write_record  # noqa: F401  (one definition, in the core)
+# run records live in the core so core code (e.g. methods.batch_attention_posthoc) writes them without tasks/
+from eventatlas.records import read_record, write_record  # noqa: F401 (re-exported)
 
 
 def ingested(datasets_dir: Path | None = None) -> dict[str, Path]:

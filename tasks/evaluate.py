@@ -1,4 +1,5 @@
-"""Evaluation task: assignments vs gold primary labels -> long-form metric rows."""
+"""Evaluation task: assignments vs gold primary labels -> long-form metric rows (task ``induction``:
+they score a clustering of mentions into types)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,8 @@ from prefect import get_run_logger, task
 
 @task(name="evaluate")
 def evaluate_task(assignments: str, mentions_parquet: str, *, dataset: str, method: str, representation: str | None,
-                  clustering: str | None, seed: int = 0, split: str | None = None) -> list[dict[str, Any]]:
+                  clustering: str | None, seed: int = 0, split: str | None = None, variant: str | None = None,
+                  setting: str | None = None) -> list[dict[str, Any]]:
     from eventatlas.metrics import clustering_scores
 
     logger = get_run_logger()
@@ -23,5 +25,6 @@ def evaluate_task(assignments: str, mentions_parquet: str, *, dataset: str, meth
     scores = clustering_scores(list(y), list(pred))
     logger.info("%s: %d labelled of %d assigned; ari=%.4f", assignments, len(pairs), len(a["mention_id"]),
                 scores.get("ari", float("nan")))
-    return [{"dataset": dataset, "split": split or "all", "method": method, "representation": representation,
-             "clustering": clustering, "metric": k, "value": float(v), "seed": seed} for k, v in scores.items()]
+    return [{"task": "induction", "dataset": dataset, "split": split or "all", "setting": setting, "method": method,
+             "representation": representation, "clustering": clustering, "variant": variant, "metric": k,
+             "value": float(v), "seed": seed} for k, v in scores.items()]

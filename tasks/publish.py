@@ -1,7 +1,8 @@
 """The publish task: the only code path that writes the warehouse.
 
-Takes run-record paths, writes each run (row + metrics + artifacts) in one transaction,
-refreshes the Parquet views, and attaches Prefect table + markdown artifacts.
+Takes run-record paths, writes each run (row + metrics + artifacts + training logs) in one
+transaction, refreshes the Parquet views, and attaches Prefect artifacts: a metrics table per
+run and each PNG plot the record lists (``plot/...`` kinds) as a markdown artifact.
 """
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from eventatlas import config
+from eventatlas.plots import is_png_plot, plot_markdown
+from eventatlas.records import load_metrics, load_train_log, read_record
 from eventatlas.warehouse import Warehouse
 
-from .common import read_record
-from .train import load_metrics
-
 HEADLINE = ("ari", "nmi", "bcubed_f", "purity_f", "fmi", "v_measure")
+TABLE_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant", "metric",
+              "value", "seed")
 
 
 def _key(s: str) -> str:
@@ -27,20 +29,49 @@ def _key(s: str) -> str:
 
 
 def metrics_markdown(rows: Iterable[dict[str, Any]], title: str) -> str:
-    """Pivot: one line per (dataset, representation, clustering), headline metrics as columns (x100)."""
+    """Pivot of the induction rows: one line per configuration, headline metrics as columns (x100)."""
     grid: dict[tuple, dict[str, float]] = defaultdict(dict)
     present: set[str] = set()
     for r in rows:
-        grid[(r["dataset"], r.get("method"), r.get("representation"), r.get("clustering"), r.get("seed"))][r["metric"]] = r["value"]
+        if r.get("task", "induction") != "induction":
+            continue
+        grid[(r["dataset"], r.get("method"), r.get("representation"), r.get("clustering"), r.get("variant"),
+              r.get("seed"))][r["metric"]] = r["value"]
         present.add(r["metric"])
     cols = [m for m in HEADLINE if m in present]
-    lines = [f"# {title}", "", "| dataset | method | representation | clustering | seed | "
-             + " | ".join(cols) + " |", "|" + "---|" * (5 + len(cols))]
-    for (d, meth, rep, cl, seed), vals in sorted(grid.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+    lines = [f"# {title}", "", "| dataset | method | representation | clustering | variant | seed | "
+             + " | ".join(cols) + " |", "|" + "---|" * (6 + len(cols))]
+    for (d, meth, rep, cl, var, seed), vals in sorted(grid.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         cells = [f"{100 * vals[c]:.1f}" if c in vals and vals[c] is not None else "" for c in cols]
-        lines.append(f"| {d} | {meth} | {rep} | {cl} | {seed} | " + " | ".join(cells) + " |")
+        lines.append(f"| {d} | {meth} | {rep} | {cl} | {var or ''} | {seed} | " + " | ".join(cells) + " |")
     lines += ["", "Values are x100."]
     return "\n".join(lines)
+
+
+def _dataset_of(run: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    fps = run.get("data_fingerprints") if isinstance(run.get("data_fingerprints"), dict) else {}
+    return str((rows[0]["dataset"] if rows else None) or params.get("dataset") or ",".join(sorted(fps)) or "")
+
+
+def attach_plots(rec: dict[str, Any], dataset: str) -> list[str]:
+    """One markdown artifact per PNG plot of the record (keys without the run id, so each
+    configuration's plots form a history in the UI, like the metrics tables)."""
+    logger = get_run_logger()
+    run = rec["run"]
+    keys = []
+    for a in rec.get("artifacts") or []:
+        if not is_png_plot(a):
+            continue
+        try:
+            md = plot_markdown(a["path"], f"{a['kind']} of {run['run_id']}")
+        except OSError as e:  # a missing or unreadable plot must not undo a landed publish
+            logger.warning("plot %s of run %s not attached: %s", a["path"], run["run_id"], e)
+            continue
+        key = _key(f"{a['kind']}-{run.get('method')}-{dataset}-seed{run.get('seed')}")
+        create_markdown_artifact(key=key, markdown=md, description=f"{a['kind']} of run {run['run_id']}")
+        keys.append(key)
+    return keys
 
 
 @task(name="publish")
@@ -49,26 +80,30 @@ def publish_task(record_paths: list[str], warehouse_path: str | None = None, dat
     logger = get_run_logger()
     wh = Warehouse(warehouse_path)
     wh.migrate()
-    published, failed, skipped, all_rows = [], [], [], []
+    published, failed, skipped, all_rows, plots = [], [], [], [], []
     for p in record_paths:
         rec = read_record(p)
         run = rec["run"]
         rows = load_metrics(rec)
-        wh.publish(run, rows, rec.get("artifacts", []))
+        steps, evals = load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path")
+        wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals)
         {"completed": published, "skipped": skipped}.get(run.get("status"), failed).append(run["run_id"])
         all_rows.extend(rows)
-        if artifacts and rows:
-            create_table_artifact(
-                key=_key(f"metrics-{run.get('method')}-{rows[0]['dataset']}-seed{run.get('seed')}"),
-                table=[{k: r[k] for k in ("dataset", "split", "method", "representation", "clustering", "metric",
-                                          "value", "seed")} for r in rows],
-                description=f"Metrics of run {run['run_id']} ({run.get('method')}, {len(rows)} rows)",
-            )
-        logger.info("published run %s (%s, %d metric rows) to %s", run["run_id"], run.get("status"), len(rows),
-                    wh.path)
+        if artifacts:
+            dataset = _dataset_of(run, rows)
+            if rows:
+                create_table_artifact(
+                    key=_key(f"metrics-{run.get('method')}-{dataset}-seed{run.get('seed')}"),
+                    table=[{k: r.get(k) for k in TABLE_KEYS} for r in rows],
+                    description=f"Metrics of run {run['run_id']} ({run.get('method')}, {len(rows)} rows)",
+                )
+            plots += attach_plots(rec, dataset)
+        logger.info("published run %s (%s, %d metric rows, %d train steps, %d train evals) to %s", run["run_id"],
+                    run.get("status"), len(rows), steps.num_rows if steps is not None else 0,
+                    evals.num_rows if evals is not None else 0, wh.path)
     views = wh.refresh_views(data_root or config.data_root())
     return {"published": published, "failed": failed, "skipped": skipped, "metric_rows": len(all_rows), "views": views,
-            "warehouse": str(wh.path)}
+            "warehouse": str(wh.path), "plots": plots}
 
 
 @task(name="summarize")

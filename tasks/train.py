@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
 from eventatlas import config
-from eventatlas.runner import read_record, run_method
+from eventatlas.records import read_record
+from eventatlas.runner import run_method
 
 
 @task(name="train", task_run_name="train-{method}-{dataset}-seed{seed}")

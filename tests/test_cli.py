@@ -10,7 +10,7 @@ from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
-            "sql", "demo", "migrate", "build-wikievents"]
+            "sql", "demo", "migrate", "build-wikievents", "publish"]
 runner = CliRunner()
 
 
@@ -43,15 +43,16 @@ def test_migrate_sql_leaderboard(eventatlas_env):
     for seed, v in ((0, 0.4812), (1, 0.4412)):
         wh.publish({"run_id": f"r{seed}", "method": "untuned", "seed": seed, "status": "completed",
                     "finished_at": f"2026-01-0{seed + 1} 00:00:00"},
-                   [{"dataset": "onto", "split": "all", "method": "untuned", "representation": "trigger",
-                     "clustering": "agglomerative", "metric": "ari", "value": v, "seed": seed}])
+                   [{"task": "induction", "dataset": "onto", "split": "all", "method": "untuned",
+                     "representation": "trigger", "clustering": "agglomerative", "metric": "ari", "value": v,
+                     "seed": seed}])
     r = runner.invoke(app, ["leaderboard"])
     assert r.exit_code == 0, r.output
     line = next(ln for ln in r.output.splitlines() if "onto" in ln)
     # best 48.1, mean 46.1, sample std of (48.12, 44.12) = 2.83 -> 2.8, 2 seeds
     cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-    assert cells[:5] == ["onto", "untuned", "trigger", "agglomerative", "2"]
-    assert cells[5:8] == ["46.1", "2.8", "48.1"]
+    assert cells[:8] == ["induction", "onto", "", "untuned", "trigger", "agglomerative", "", "2"]
+    assert cells[8:11] == ["46.1", "2.8", "48.1"]
     r = runner.invoke(app, ["sql", "SELECT metric, round(value, 4) AS v FROM metrics ORDER BY v"])
     assert r.exit_code == 0 and "0.4412" in r.output and "0.4812" in r.output
     r = runner.invoke(app, ["sql", "DELETE FROM metrics"])
@@ -143,3 +144,63 @@ def test_build_wikievents_command_on_fixture_dumps(tmp_path):
 
     con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM wiki_builds").fetchone()[0] == 1
+
+
+def _cells(output: str, needle: str) -> list[str]:
+    line = next(ln for ln in output.splitlines() if needle in ln)
+    return [c.strip() for c in line.strip("│┃ ").split("│")]
+
+
+def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env):
+    wh = Warehouse()
+    wh.migrate()
+    base = {"dataset": "onto", "split": "unseen", "method": "ba", "representation": "trigger", "seed": 0}
+    wh.publish({"run_id": "b0", "method": "ba", "seed": 0, "status": "completed"}, [
+        {**base, "task": "induction", "clustering": "manifold", "variant": "attn_cos", "metric": "ari", "value": 0.41},
+        {**base, "task": "induction", "clustering": "manifold", "variant": "ft", "metric": "ari", "value": 0.45},
+        {**base, "task": "induction", "setting": "10 seen / 40 unseen", "clustering": "manifold", "variant": "ft",
+         "metric": "ari", "value": 0.30},
+        {**base, "task": "naming", "variant": "perfect", "metric": "naming_hits@1", "value": 0.5},
+        {**base, "task": "naming", "variant": "perfect", "metric": "naming_mean_rank", "value": 2.4},
+        {**base, "task": "training", "variant": "stopping", "metric": "stop_epoch_paper", "value": 3.0},
+    ])
+    r = runner.invoke(app, ["leaderboard"])
+    assert r.exit_code == 0, r.output
+    titles = [ln.strip() for ln in r.output.splitlines() if "leaderboard from" in ln]
+    assert [t.split()[0] for t in titles] == ["induction", "naming", "training"]
+    # induction: sorted by ari (best first), variant and setting shown; fractions x100
+    rows = [_cells(r.output, "attn_cos"), _cells(r.output, "│ ft"), _cells(r.output, "10 seen")]
+    assert rows[0] == ["induction", "onto", "", "ba", "trigger", "manifold", "attn_cos", "1", "41", "", "41"]
+    assert rows[1][6] == "ft" and rows[1][-1] == "45" and rows[2][2].startswith("10 seen") and rows[2][-1] == "30"
+    lines = r.output.splitlines()
+    assert lines.index(next(ln for ln in lines if "│ 45" in ln)) < lines.index(next(ln for ln in lines if "│ 41" in ln))
+    # naming: hits@1 x100 by default; training: the chosen epoch as it is, not x100
+    assert _cells(r.output, "perfect")[-1] == "50"
+    assert _cells(r.output, "stopping")[-1] == "3"
+
+    r = runner.invoke(app, ["leaderboard", "--task", "naming", "--metrics", "naming_mean_rank,naming_hits@1"])
+    assert r.exit_code == 0, r.output
+    # a rank is shown as it is (mean, std over 1 seed, best), hits@1 x100
+    assert "induction" not in r.output and _cells(r.output, "perfect")[8:] == ["2.4", "", "2.4", "50"]
+
+    for args, msg in ((["--task", "nope"], "unknown task 'nope'; known in "),
+                      (["--dataset", "maven"], "unknown dataset 'maven'; known in "),
+                      (["--metrics", "ari,purityf"], "unknown metric 'purityf'"),
+                      (["--task", "naming", "--metrics", "ari"], "unknown metric 'ari'")):
+        r = runner.invoke(app, ["leaderboard", *args])
+        assert r.exit_code == 1, r.output
+        err = [ln for ln in r.output.splitlines() if ln.strip()]
+        assert len(err) == 1 and msg in err[0], r.output  # one line, naming the known values
+    assert err[0].endswith("known in " + str(wh.path) + ": naming_hits@1, naming_mean_rank")
+    r = runner.invoke(app, ["leaderboard", "--task", "nope"])
+    assert r.output.strip().endswith(": induction, naming, training")
+    r = runner.invoke(app, ["leaderboard", "--dataset", "maven"])
+    assert r.output.strip().endswith(": onto")
+
+
+def test_leaderboard_on_empty_or_missing_warehouse(eventatlas_env):
+    r = runner.invoke(app, ["leaderboard"])
+    assert r.exit_code == 1 and "eventatlas migrate" in r.output
+    runner.invoke(app, ["migrate"])
+    r = runner.invoke(app, ["leaderboard"])
+    assert r.exit_code == 0 and "is empty: no completed run has metrics yet" in r.output

@@ -99,6 +99,9 @@ def test_train_all_end_to_end_on_samples(env):
     grid = wh.query("SELECT run_id, count(DISTINCT representation || '/' || clustering) AS n FROM metrics "
                     "WHERE metric = 'ari' GROUP BY run_id")
     assert set(grid.n) == {5 * 4} and set(grid.run_id) == set(done.run_id)
+    # the baseline scores clusterings: task induction, no variant, no setting
+    _, kinds = wh.query_rows("SELECT DISTINCT task, variant, setting FROM metrics WHERE method = 'untuned'")
+    assert kinds == [("induction", None, None)]
 
     # the warehouse value equals a recomputation from the run's own assignments artifact
     art = wh.query("SELECT a.run_id, a.path, a.sha256, a.\"rows\" FROM artifacts a "
@@ -208,8 +211,9 @@ def test_ingest_embed_cluster_evaluate_flows(env):
     assert len(set(t["cluster"])) == n_types
     rows = evaluate(assign, "onto_flow", method="manual", representation="trigger", clustering="agglomerative")
     assert {r["metric"] for r in rows} >= {"ari", "bcubed_f"}
-    got = wh.query("SELECT value FROM metrics WHERE method = 'manual' AND metric = 'ari'")
+    got = wh.query("SELECT task, value FROM metrics WHERE method = 'manual' AND metric = 'ari'")
     assert got.value.tolist() == [pytest.approx(next(r["value"] for r in rows if r["metric"] == "ari"))]
+    assert got.task.tolist() == ["induction"]
 
 
 def test_select_mentions_seen_unseen_ties_pos_and_subsample():

@@ -35,7 +35,8 @@ def test_migrations_apply_once_in_order_and_are_recorded(tmp_path):
     assert w.migrate() == []  # idempotent
     assert [v for v, _ in w.schema_versions()] == expected
     tables = {r[0] for r in w.query_rows("SELECT table_name FROM information_schema.tables")[1]}
-    assert {"runs", "metrics", "artifacts", "schema_version", "leaderboard", "latest_metrics"} <= tables
+    assert {"runs", "metrics", "artifacts", "train_steps", "train_evals", "schema_version", "leaderboard",
+            "latest_metrics", "learning_curves"} <= tables
 
 
 def test_migration_runner_orders_foreign_numbers_and_rejects_bad_names(tmp_path):
@@ -67,9 +68,9 @@ def _run(run_id, finished, status="completed", method="untuned", seed=0):
             "started_at": finished, "finished_at": finished, "status": status, "device": "cpu"}
 
 
-def _m(dataset, rep, clus, metric, value, seed, method="untuned"):
-    return {"dataset": dataset, "split": "train", "method": method, "representation": rep, "clustering": clus,
-            "metric": metric, "value": value, "seed": seed}
+def _m(dataset, rep, clus, metric, value, seed, method="untuned", task="induction", variant=None):
+    return {"task": task, "dataset": dataset, "split": "train", "method": method, "representation": rep,
+            "clustering": clus, "variant": variant, "metric": metric, "value": value, "seed": seed}
 
 
 def test_leaderboard_on_hand_made_rows(wh):
@@ -211,3 +212,125 @@ def test_lock_released_during_backoff_is_waited_for(wh):
     finally:
         holder.wait()
     assert wh.query("SELECT run_id FROM runs").run_id.tolist() == ["after"]
+
+
+def test_metric_rows_need_a_known_task_and_an_algorithm_only_clustering(wh):
+    good = _m("d1", "trigger", "agglomerative", "ari", 0.5, 0)
+    no_task = {**_m("d1", "trigger", "manifold", "nmi", 0.4, 0), "task": None}
+    with pytest.raises(WarehouseError, match=r"metric row 1: 'task' is required \(one of induction, naming.*"
+                                             r"dataset='d1', method='untuned'.*metric='nmi'"):
+        wh.publish(_run("r", "2026-01-01 00:00:00"), [good, no_task])
+    del no_task["task"]  # a row without the key at all reads the same
+    with pytest.raises(WarehouseError, match="metric row 1: 'task' is required"):
+        wh.add_metrics("r", [good, no_task])
+    with pytest.raises(WarehouseError, match=r"metric row 0: unknown task 'clustering' \(known: induction"):
+        wh.publish(_run("r", "2026-01-01 00:00:00"), [_m("d1", "trigger", "agglomerative", "ari", 0.5, 0,
+                                                         task="clustering")])
+    # the old combined form is refused with the split spelled out
+    with pytest.raises(WarehouseError, match=r"clustering 'attn_dot/agglomerative' must be an algorithm name.*"
+                                             r"clustering='agglomerative', variant='attn_dot'"):
+        wh.publish(_run("r", "2026-01-01 00:00:00"), [_m("d1", "trigger", "attn_dot/agglomerative", "ari", 0.5, 0)])
+    # nothing was written by any of the refused calls
+    assert wh.query("SELECT count(*) AS n FROM runs").n[0] == 0
+    assert wh.query("SELECT count(*) AS n FROM metrics").n[0] == 0
+
+
+def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
+    rows = [
+        _m("d1", "trigger", "agglomerative", "ari", 0.50, 0, method="ba", variant="attn_dot"),
+        _m("d1", "trigger", "agglomerative", "ari", 0.30, 0, method="ba", variant="ft"),
+        _m("d1", "trigger", "agglomerative", "ari", 0.20, 0, method="ba", variant="untuned:ft"),
+        {**_m("d1", "trigger", "agglomerative", "ari", 0.10, 0, method="ba", variant="ft"), "setting": "k=5"},
+        _m("d1", "trigger", None, "naming_mean_rank", 2.0, 0, method="ba", variant="perfect", task="naming"),
+    ]
+    wh.publish(_run("r0", "2026-01-01 00:00:00", method="ba"), rows)
+    wh.publish(_run("r1", "2026-01-01 01:00:00", method="ba", seed=1), [
+        _m("d1", "trigger", "agglomerative", "ari", 0.40, 1, method="ba", variant="attn_dot"),
+        _m("d1", "trigger", None, "naming_mean_rank", 1.0, 1, method="ba", variant="perfect", task="naming")])
+    lb = wh.query("SELECT * FROM leaderboard ORDER BY task, setting NULLS FIRST, variant")
+    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
+                                    "variant", "metric"]
+    got = [(r.task, r.setting if isinstance(r.setting, str) else None, r.variant, r.best, r.n_seeds)
+           for r in lb.itertuples()]
+    assert got == [
+        ("induction", None, "attn_dot", 0.50, 2),  # seeds 0 and 1: best 0.5, mean 0.45
+        ("induction", None, "ft", 0.30, 1),
+        ("induction", None, "untuned:ft", 0.20, 1),
+        ("induction", "k=5", "ft", 0.10, 1),  # another protocol: its own line
+        ("naming", None, "perfect", 1.0, 2),  # naming_mean_rank: lower is better (migration 005)
+    ]
+    assert lb.iloc[0]["mean"] == pytest.approx(0.45)
+
+
+def _steps(n, loss0=1.0):
+    import pyarrow as pa
+
+    from eventatlas.warehouse import TRAIN_STEPS_SCHEMA
+
+    return pa.Table.from_pylist(
+        [{"step": i, "epoch": i // 2, "loss": loss0 / (i + 1), "lr": 1e-4, "examples_per_s": 50.0, "tokens_per_s": 900.0,
+          "padding_fraction": 0.25, "terms": {"contrastive": loss0 / (i + 1) - 0.1, "mlm": 0.1}} for i in range(n)],
+        schema=TRAIN_STEPS_SCHEMA)
+
+
+def test_publish_train_logs_and_republish_replaces_every_table(wh, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eventatlas.warehouse import TRAIN_EVALS_SCHEMA
+
+    run = {**_run("t0", "2026-01-01 00:00:00", method="ba"), "params": {"dataset": "onto", "epochs": 2}}
+    evals = [{"step": 1, "epoch": 0, "metric": "silhouette", "value": 0.21},
+             {"step": 3, "epoch": 1, "metric": "silhouette", "value": 0.34}]
+    wh.publish(run, [_m("onto", "trigger", "agglomerative", "ari", 0.5, 0, method="ba")],
+               [{"kind": "metrics", "path": "/m.parquet"}], train_steps=_steps(4), train_evals=evals)
+    other = {**_run("t1", "2026-01-01 00:00:00", method="ba", seed=1), "params": {"dataset": "onto"}}
+    wh.publish(other, [], train_steps=_steps(2, loss0=2.0))
+    st = wh.query("SELECT step, epoch, loss, terms['contrastive'] AS c, terms['mlm'] AS mlm FROM train_steps "
+                  "WHERE run_id = 't0' ORDER BY step")
+    assert st.step.tolist() == [0, 1, 2, 3] and st.epoch.tolist() == [0, 0, 1, 1]
+    assert st.loss.tolist() == pytest.approx([1.0, 0.5, 1 / 3, 0.25])
+    assert st.c.tolist() == pytest.approx([0.9, 0.4, 1 / 3 - 0.1, 0.15]) and set(st.mlm) == {0.1}
+    ev = wh.query("SELECT step, epoch, metric, value FROM train_evals WHERE run_id = 't0' ORDER BY step")
+    assert ev.values.tolist() == [[1, 0, "silhouette", 0.21], [3, 1, "silhouette", 0.34]]
+    # the learning_curves view names method, dataset (from params) and seed
+    lc = wh.query("SELECT run_id, method, dataset, seed, count(*) AS n, min(loss) AS lo FROM learning_curves "
+                  "GROUP BY ALL ORDER BY run_id")
+    assert lc.values.tolist() == [["t0", "ba", "onto", 0, 4, 0.25], ["t1", "ba", "onto", 1, 2, 1.0]]
+
+    # re-publish t0 from Parquet files (what a trainer writes) with 3 steps and no evals: replaced, not added
+    p = tmp_path / "train_steps.parquet"
+    pq.write_table(_steps(3, loss0=3.0), p)
+    wh.publish(run, [_m("onto", "trigger", "agglomerative", "ari", 0.6, 0, method="ba")], train_steps=str(p))
+    counts = wh.query("SELECT (SELECT count(*) FROM runs WHERE run_id = 't0') AS runs, "
+                      "(SELECT count(*) FROM metrics WHERE run_id = 't0') AS metrics, "
+                      "(SELECT count(*) FROM artifacts WHERE run_id = 't0') AS artifacts, "
+                      "(SELECT count(*) FROM train_steps WHERE run_id = 't0') AS steps, "
+                      "(SELECT max(loss) FROM train_steps WHERE run_id = 't0') AS max_loss, "
+                      "(SELECT count(*) FROM train_evals WHERE run_id = 't0') AS evals, "
+                      "(SELECT count(*) FROM train_steps WHERE run_id = 't1') AS other_steps").iloc[0]
+    assert counts.to_dict() == {"runs": 1, "metrics": 1, "artifacts": 0, "steps": 3, "max_loss": 3.0, "evals": 0,
+                                "other_steps": 2}
+    # and evals from a Parquet file land too
+    pq.write_table(pa.Table.from_pylist(evals, schema=TRAIN_EVALS_SCHEMA), tmp_path / "train_evals.parquet")
+    wh.publish(run, [], train_evals=tmp_path / "train_evals.parquet")
+    assert wh.query("SELECT count(*) AS n FROM train_evals WHERE run_id = 't0'").n[0] == 2
+    assert wh.query("SELECT count(*) AS n FROM train_steps WHERE run_id = 't0'").n[0] == 0
+
+
+def test_bad_train_logs_are_refused_before_writing(wh, tmp_path):
+    import pyarrow as pa
+
+    run = _run("b", "2026-01-01 00:00:00")
+    with pytest.raises(WarehouseError, match=r"train_steps: columns must be exactly \[.*\]; missing \['terms'\]"):
+        wh.publish(run, train_steps=_steps(2).drop_columns(["terms"]))
+    with pytest.raises(WarehouseError, match=r"train_evals: unexpected columns \['split'\]"):
+        wh.publish(run, train_evals=[{"step": 1, "metric": "silhouette", "value": 0.2, "split": "dev"}])
+    with pytest.raises(WarehouseError, match="train_evals: column 'metric' has 1 null value"):
+        wh.publish(run, train_evals=[{"step": 1, "value": 0.2}])
+    bad_type = _steps(1).set_column(2, "loss", pa.array(["high"]))
+    with pytest.raises(WarehouseError, match="train_steps: columns do not fit"):
+        wh.publish(run, train_steps=bad_type)
+    with pytest.raises(WarehouseError, match=r"train_steps \(.*nope.parquet\): file not found"):
+        wh.publish(run, train_steps=tmp_path / "nope.parquet")
+    assert wh.query("SELECT count(*) AS n FROM runs").n[0] == 0

@@ -210,7 +210,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, framenet_dir: str | Path | None = None,
                    umap_plot: bool = True, **overrides: Any) -> MethodResult:
     """Evaluate a finished training directory (``train_summary.json`` + epoch files) as ``run`` would
-    (runs trained in the background, see ``eventatlas.induction.posthoc``)."""
+    (runs trained in the background, see ``eventatlas.methods.batch_attention_posthoc``)."""
     import json
 
     from ..data import Manifest, protocol_for

@@ -9,24 +9,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-STEPS_SCHEMA = pa.schema([
-    pa.field("phase", pa.string()),  # which training of the run (e.g. 'trigger', 'hierarchy_pretrain')
-    pa.field("step", pa.int64()),  # optimizer steps so far
-    pa.field("epoch", pa.int32()),
-    pa.field("loss", pa.float64()),
-    pa.field("lr", pa.float64()),  # first parameter group (the encoder's)
-    pa.field("examples_per_s", pa.float64()),
-    pa.field("tokens_per_s", pa.float64()),
-    pa.field("padding_fraction", pa.float64()),
-    pa.field("terms", pa.map_(pa.string(), pa.float64())),  # loss terms, other groups' lr, ...
-])
-EVALS_SCHEMA = pa.schema([
-    pa.field("phase", pa.string()),
-    pa.field("step", pa.int64()),
-    pa.field("epoch", pa.int32()),
-    pa.field("metric", pa.string()),
-    pa.field("value", pa.float64()),
-])
+from ..schema import TRAIN_EVALS, TRAIN_STEPS
+
+STEPS_SCHEMA = TRAIN_STEPS  # one definition, shared with the warehouse (eventatlas.schema)
+EVALS_SCHEMA = TRAIN_EVALS
 
 
 def steps_table(rows: list[dict[str, Any]]) -> pa.Table:

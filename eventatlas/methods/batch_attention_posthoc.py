@@ -1,11 +1,12 @@
 """Background protocol on a shared CPU: train now, evaluate + publish later.
 
-``python -m eventatlas.induction.posthoc train DATASET_DIR OUT_DIR --rep trigger --seed 0 [--epochs 6
+``python -m eventatlas.methods.batch_attention_posthoc train DATASET_DIR OUT_DIR --rep trigger --seed 0 [--epochs 6
 --steps 120]`` trains one (representation, seed) with the Trainer (what ``method.run`` does first);
-``python -m eventatlas.induction.posthoc evaluate DATASET_DIR RUN_DIR... [--publish]`` runs the same
+``python -m eventatlas.methods.batch_attention_posthoc evaluate DATASET_DIR RUN_DIR...`` runs the same
 evaluation as ``method.run`` on each finished directory, writes a run record (``run.json`` +
-``metrics.parquet``, like tasks/train.py), optionally publishes it to the warehouse, adds the
-ensemble of all given runs per representation, and prints mean +- std over seeds.
+``metrics.parquet``, like tasks/train.py), adds the ensemble of all given runs per representation
+(its record under ``<data>/runs/``), prints mean +- std over seeds and the record paths.
+``eventatlas publish PATH...`` lands the records in the warehouse (the publish path is its one writer).
 """
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_write_json, sha256_file, write_parquet
+from ..io import atomic_write_json
 
 
 def _train(a) -> None:
     from ..data import Manifest, protocol_for, select_labelled
     from ..device import resolve_device
-    from ..methods.batch_attention import NAME, BatchAttentionConfig, train_representation
-    from ..methods.spec import merge_defaults
+    from .batch_attention import NAME, BatchAttentionConfig, train_representation
+    from .spec import merge_defaults
 
     man = Manifest.read(a.dataset_dir)
     train = {"epochs": a.epochs, "batch_size": a.batch_size, "threads": a.threads}
@@ -41,7 +42,7 @@ def _train(a) -> None:
 
 
 def _ensemble_rows(dataset: str, rep: str, summaries: list[dict], n_clusters: int | None) -> list[dict]:
-    from .evaluate import ensemble_rows
+    from ..induction.evaluate import ensemble_rows
 
     ctx = {"dataset": dataset, "method": "batch_attention", "seed": -1, "split": "unseen",
            "setting": summaries[0].get("setting"), "representation": rep}
@@ -49,50 +50,48 @@ def _ensemble_rows(dataset: str, rep: str, summaries: list[dict], n_clusters: in
 
 
 def _evaluate(a) -> None:
-    from ..runinfo import code_version, device_info, new_run_id, utcnow
-    from ..warehouse import Warehouse, metrics_table
-    from ..methods.batch_attention import evaluate_saved
+    from .. import config
+    from ..records import attach_train_logs, data_fingerprint, finish_record, new_record, write_metrics, write_record
+    from ..runinfo import new_run_id
+    from .batch_attention import evaluate_saved
 
     all_rows: list[dict] = []
     by_rep: dict[str, list[dict]] = defaultdict(list)
-    records = []
+    records: list[Path] = []
+    dataset = None
     for rd in map(Path, a.run_dirs):
         summary = json.loads((rd / "train_summary.json").read_text())
         seed = int(summary["seed"])
         res = evaluate_saved(rd, a.dataset_dir, seed=seed, framenet_dir=a.framenet_dir, umap_plot=not a.no_umap)
         by_rep[summary["representation"]].append(summary)
-        run_id = new_run_id(f"batch_attention-{res.params['dataset']}-s{seed}")
-        mpath = write_parquet(metrics_table(res.metrics, run_id=run_id), rd / "metrics.parquet")
-        arts = [*res.artifacts, {"kind": "metrics", "path": str(mpath), "rows": len(res.metrics),
-                                 "sha256": sha256_file(mpath)}]
-        run = {"run_id": run_id, "flow": "induction-posthoc", "task": "train", "method": "batch_attention",
-               "params": res.params, "code_version": code_version(), "data_fingerprints": {},
-               "seed": seed, "started_at": utcnow().isoformat(), "finished_at": utcnow().isoformat(),
-               "status": "completed", "device": device_info()}
-        atomic_write_json(rd / "run.json", {"run": run, "metrics_path": str(mpath), "artifacts": arts})
-        records.append((run, res.metrics, arts))
+        dataset = res.params["dataset"]
+        run_id = new_run_id(f"batch_attention-{dataset}-s{seed}")
+        rec = new_record(run_id, flow="induction-posthoc", task="train", method="batch_attention",
+                         params=res.params, data_fingerprints={dataset: data_fingerprint(a.dataset_dir)}, seed=seed)
+        rec["artifacts"] = list(res.artifacts)
+        write_metrics(rec, res.metrics, rd)
+        attach_train_logs(rec, rd)
+        records.append(write_record(rd, finish_record(rec)))
         all_rows += res.metrics
     for rep, sums in by_rep.items():
         if len(sums) > 1:
-            rows = _ensemble_rows(records[0][0]["params"]["dataset"], rep, sums, None)
+            rows = _ensemble_rows(dataset, rep, sums, None)
             all_rows += rows
             run_id = new_run_id(f"batch_attention-ensemble-{rep}")
-            run = {"run_id": run_id, "flow": "induction-posthoc", "task": "ensemble", "method": "batch_attention",
-                   "params": {"representation": rep, "members": [s["seed"] for s in sums]},
-                   "code_version": code_version(), "seed": -1, "status": "completed", "device": device_info()}
-            records.append((run, rows, []))
-    if a.publish:
-        wh = Warehouse(a.warehouse)
-        wh.migrate()
-        for run, rows, arts in records:
-            wh.publish(run, rows, arts)
-        print(f"published {len(records)} runs to {wh.path if hasattr(wh, 'path') else a.warehouse}")
+            rec = new_record(run_id, flow="induction-posthoc", task="ensemble", method="batch_attention",
+                             params={"dataset": dataset, "representation": rep,
+                                     "members": [s["seed"] for s in sums]}, seed=-1)
+            run_dir = config.runs_dir() / run_id
+            write_metrics(rec, rows, run_dir)
+            records.append(write_record(run_dir, finish_record(rec)))
     out = Path(a.summary_json) if a.summary_json else None
     table = summarize(all_rows)
     if out:
         atomic_write_json(out, {"rows": all_rows, "summary": table})
     for line in format_summary(table):
         print(line)
+    print(f"wrote {len(records)} run records; land them in the warehouse with:")
+    print("  eventatlas publish " + " ".join(str(p) for p in records))
 
 
 def summarize(rows: list[dict], metrics=("ari", "nmi", "bcubed_f")) -> dict[str, dict[str, list[float]]]:
@@ -100,7 +99,8 @@ def summarize(rows: list[dict], metrics=("ari", "nmi", "bcubed_f")) -> dict[str,
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["metric"] in metrics or r["metric"].startswith(("naming_", "linking_", "stop_epoch")):
-            out[f"{r['representation']}|{r['clustering']}"][r["metric"]].append(r["value"])
+            label = "/".join(x for x in (r.get("variant"), r.get("clustering")) if x)  # the old combined label
+            out[f"{r['representation']}|{label}"][r["metric"]].append(r["value"])
     return {k: dict(v) for k, v in out.items()}
 
 
@@ -121,7 +121,7 @@ def format_summary(table: dict, metrics=("ari", "nmi", "bcubed_f", "naming_hits@
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
-    p = argparse.ArgumentParser(prog="python -m eventatlas.induction.posthoc")
+    p = argparse.ArgumentParser(prog="python -m eventatlas.methods.batch_attention_posthoc")
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
     t.add_argument("dataset_dir")
@@ -138,11 +138,12 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("dataset_dir")
     e.add_argument("run_dirs", nargs="+")
     e.add_argument("--framenet-dir", default=None)
-    e.add_argument("--publish", action="store_true")
-    e.add_argument("--warehouse", default=None)
+    e.add_argument("--publish", action="store_true", help=argparse.SUPPRESS)  # moved to `eventatlas publish`
     e.add_argument("--summary-json", default=None)
     e.add_argument("--no-umap", action="store_true")
     a = p.parse_args(argv)
+    if getattr(a, "publish", False):
+        p.error("--publish is gone: this command writes run records; publish them with `eventatlas publish PATH...`")
     _train(a) if a.cmd == "train" else _evaluate(a)
 
 
