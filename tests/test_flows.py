@@ -53,6 +53,10 @@ def env(tmp_path_factory):
     manifests = ingest_samples()
     texts = [s for m in manifests if (Path(m["path"]) / "mentions.parquet").exists()
              for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
+    # the event-pair samples' words too, so the tiny model tells their events apart
+    texts += [" ".join(str(v) for e in pair.values() if isinstance(e, dict) for v in e.values() if v)
+              for m in manifests if (Path(m["path"]) / "event_pairs.parquet").exists()
+              for pair in pq.read_table(Path(m["path"]) / "event_pairs.parquet", columns=["event_a", "event_b"]).to_pylist()]
     model = build_tiny_bert(root / "tiny-bert", texts)
     try:
         with prefect_test_harness(server_startup_timeout=120):
@@ -77,36 +81,47 @@ def test_train_all_end_to_end_on_samples(env):
     labelled = labelled_datasets()
     assert {"ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample"} <= set(labelled)
     assert "hard_similarity_sample" not in labelled  # event pairs, no mention labels
+    pairs = {"hard_similarity_sample", "transitive_similarity_sample", "mcnc_sample"}
 
     out = train_all(params=_untuned(env))
-    assert out["runs"] == len(labelled) and not out["failed"]
+    # untuned applies to typed mentions (induction) and to event pairs (similarity): its spec's kinds
+    assert out["runs"] == len(labelled) + len(pairs) and not out["failed"]
     wh = Warehouse()
     runs = wh.query("SELECT * FROM runs WHERE flow = 'train-all' ORDER BY run_id")
-    assert len(runs) == len(labelled)
+    assert len(runs) == len(labelled) + len(pairs)
     assert set(runs.status) <= {"completed", "skipped"}
     done = runs[runs.status == "completed"]
-    assert len(done) >= 3
+    induced = done[~done.params.str.contains('"event_pairs"')]
+    # (the tiny random model gives every transitive pair the same cosine: Spearman undefined -> skipped)
+    assert len(induced) >= 3 and len(done) - len(induced) >= 2
     for _, r in done.iterrows():
         params = json.loads(r["params"])
         ds = params["dataset"]
         assert json.loads(r["data_fingerprints"]) == {ds: env["manifests"][ds]["fingerprint"]}
         assert r["code_version"] and r["device"].startswith(("cpu", "cuda")) and r["seed"] == 0
-        assert params["model_id"] == env["model"] and params["n_clusters"] == params["n_types_clustered"]
+        assert params["model_id"] == env["model"]
+    for _, r in induced.iterrows():
+        params = json.loads(r["params"])
+        assert params["n_clusters"] == params["selection"]["n_types_clustered"]
     for _, r in runs[runs.status == "skipped"].iterrows():
         assert r["error"].startswith("not applicable")
 
-    # every representation x clustering landed for each completed run
+    # every representation x clustering landed for each completed induction run
     grid = wh.query("SELECT run_id, count(DISTINCT representation || '/' || clustering) AS n FROM metrics "
                     "WHERE metric = 'ari' GROUP BY run_id")
-    assert set(grid.n) == {5 * 4} and set(grid.run_id) == set(done.run_id)
-    # the baseline scores clusterings: task induction, no variant, no setting
-    _, kinds = wh.query_rows("SELECT DISTINCT task, variant, setting FROM metrics WHERE method = 'untuned'")
-    assert kinds == [("induction", None, None)]
+    assert set(grid.n) == {5 * 4} and set(grid.run_id) == set(induced.run_id)
+    # the baseline scores clusterings (task induction, the protocol as setting, no variant) and pairs
+    got = wh.query("SELECT DISTINCT m.task, m.variant, m.setting, r.params->>'setting' AS s FROM metrics m "
+                   "JOIN runs r USING (run_id) WHERE m.method = 'untuned' AND m.task = 'induction'")
+    assert set(got.variant.isna()) == {True} and (got.setting == got.s).all()
+    sim = wh.query("SELECT dataset, metric, value FROM metrics WHERE task = 'similarity'")
+    assert {"hard_sim_acc", "mcnc_acc", "mcnc_random"} <= set(sim.metric)
+    assert set(sim.dataset) <= pairs and sim.value.between(-1, 1).all() and len(set(sim.dataset)) >= 2
 
     # the warehouse value equals a recomputation from the run's own assignments artifact
     art = wh.query("SELECT a.run_id, a.path, a.sha256, a.\"rows\" FROM artifacts a "
                    "WHERE kind = 'assignments/trigger/agglomerative'")
-    assert len(art) == len(done)
+    assert len(art) == len(induced)
     for _, a in art.iterrows():
         assert sha256_file(a["path"]) == a["sha256"]
         t = pq.read_table(a["path"]).to_pydict()
@@ -118,14 +133,14 @@ def test_train_all_end_to_end_on_samples(env):
         for m in ("ari", "nmi", "bcubed_f", "purity_f"):
             assert got[m] == pytest.approx(want[m], abs=1e-12)
 
-    # FrameNet sample: verbs only, every frame a cluster
+    # FrameNet sample: the registry's protocol, verbs only, every frame a cluster
     fn = done[done.params.str.contains('"framenet_fulltext_sample"')]
     if len(fn):
         p = json.loads(fn.iloc[0]["params"])
-        assert p["lu_pos"] == "v" and p["k_seen"] == 0 and p["setting"] == "verbs (frames as clusters)"
+        assert p["selection"]["lu_pos"] == "v" and p["selection"]["k_seen"] == 0 and p["setting"].endswith(", verbs")
 
     lb = wh.query("SELECT * FROM leaderboard WHERE metric = 'ari'")
-    assert len(lb) == 20 * len(done) and set(lb.n_seeds) == {1}
+    assert len(lb) == 20 * len(induced) and set(lb.n_seeds) == {1}
     assert lb.best.between(-1, 1).all()
     # views over the ingested Parquet are live in the same file
     n = wh.query("SELECT count(*) AS n FROM mentions WHERE dataset = 'ontoevent_maven_sample'").n[0]
@@ -161,11 +176,20 @@ def test_train_all_records_prefect_artifacts_and_seeds(env):
 def test_failed_run_is_published_then_flow_fails(env, monkeypatch):
     from flows.train_all import train_all
 
-    monkeypatch.setitem(REGISTRY, "boom", "test_flows:boom")
+    from eventatlas.methods import MethodSpec
+
+    monkeypatch.setitem(REGISTRY, "boom", MethodSpec(name="boom", config="eventatlas.methods.spec:MethodConfig",
+                                                     run="test_flows:boom", applies_to=frozenset({"typed_mentions"}),
+                                                     tasks=("induction",)))
     with pytest.raises(RuntimeError, match="1 of 1 runs failed"):
         train_all(datasets=["ace2005_sample"], methods=["boom"])
     r = Warehouse().query("SELECT status, error FROM runs WHERE method = 'boom'")
     assert r.status.tolist() == ["failed"] and "boom on purpose" in r.error[0]
+    # one line in the warehouse; the traceback is the run's error.txt artifact
+    assert "\n" not in r.error[0] and "error.txt" in r.error[0]
+    tb = Warehouse().query("SELECT a.path FROM artifacts a JOIN runs r USING (run_id) "
+                           "WHERE r.method = 'boom' AND a.kind = 'traceback'").path[0]
+    assert "Traceback" in Path(tb).read_text() and "boom on purpose" in Path(tb).read_text()
 
 
 def test_train_all_rejects_unknown_dataset(env):
@@ -214,36 +238,6 @@ def test_ingest_embed_cluster_evaluate_flows(env):
     got = wh.query("SELECT task, value FROM metrics WHERE method = 'manual' AND metric = 'ari'")
     assert got.value.tolist() == [pytest.approx(next(r["value"] for r in rows if r["metric"] == "ari"))]
     assert got.task.tolist() == ["induction"]
-
-
-def test_select_mentions_seen_unseen_ties_pos_and_subsample():
-    import pyarrow as pa
-
-    from eventatlas.methods.untuned import select_mentions
-
-    # type counts: A 3, B 2, C 2, D 1, E 1 (+ one unlabelled row); ties broken by type id
-    labs = [["A"], ["A"], ["A"], ["C"], ["B"], ["C"], ["B", "A"], ["D"], ["E"], []]
-    extra = ['{"lu": "x.v"}'] * 8 + ['{"lu": "y.n"}', None]
-    t = pa.table({"mention_id": [f"m{i}" for i in range(10)], "labels": labs, "extra": extra,
-                  "split": ["train"] * 9 + ["dev"]})
-    sel, y, st = select_mentions(t, k_seen=2, max_mentions=None)
-    # seen = A (3) and B (2, wins the tie with C by id); unseen = C, C, D, E
-    assert st["seen_types"] == ["A", "B"] and y.tolist() == ["C", "C", "D", "E"]
-    assert sel["mention_id"].to_pylist() == ["m3", "m5", "m7", "m8"]
-    assert (st["n_types"], st["n_unseen_types"], st["n_types_clustered"]) == (5, 3, 3)
-    sel, y, st = select_mentions(t, k_seen=0, lu_pos="v", max_mentions=None)
-    assert len(y) == 8 and "E" not in y.tolist()  # E's LU is a noun
-    # k_seen larger than the type count keeps two unseen types
-    _, y, st = select_mentions(t, k_seen=10, max_mentions=None)
-    assert st["k_seen"] == 3 and st["k_seen_requested"] == 10 and sorted(set(y.tolist())) == ["D", "E"]
-    # deterministic subsample per seed, recorded
-    a = select_mentions(t, k_seen=0, max_mentions=5, seed=1)
-    b = select_mentions(t, k_seen=0, max_mentions=5, seed=1)
-    c = select_mentions(t, k_seen=0, max_mentions=5, seed=2)
-    assert a[0]["mention_id"].to_pylist() == b[0]["mention_id"].to_pylist() != c[0]["mention_id"].to_pylist()
-    assert a[2]["subsampled"] and a[2]["n_unseen_mentions"] == 9 and a[2]["n_mentions_clustered"] == 5
-    sel, y, _ = select_mentions(t, k_seen=0, splits=["dev"], max_mentions=None)
-    assert len(y) == 0  # the dev row is unlabelled
 
 
 def test_prefect_yaml_deployments():

@@ -172,5 +172,11 @@ def test_too_small_dataset_is_not_applicable(tmp_path):
     from eventatlas.methods.batch_attention import run
 
     ddir = _write_dataset(tmp_path)
+    seen = ["Conflict.Attack", "Life.Death", "Contact.Meet", "Movement.Transport"]
     with pytest.raises(NotApplicable, match="1 unseen types"):
-        run(ddir, tmp_path / "out", seed=0, k_seen=4)
+        run(ddir, tmp_path / "out", seed=0, seen_types=seen)
+    # a k_seen too large for the dataset is clamped (recorded), never a failure: 5 types -> 3 seen
+    from eventatlas.data import select_labelled
+
+    sel = select_labelled(ddir, k_seen=4)
+    assert sel.record["k_seen_requested"] == 4 and sel.record["k_seen"] == 3 and len(sel.unseen_types) == 2

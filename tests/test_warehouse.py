@@ -268,7 +268,7 @@ def _steps(n, loss0=1.0):
     from eventatlas.warehouse import TRAIN_STEPS_SCHEMA
 
     return pa.Table.from_pylist(
-        [{"step": i, "epoch": i // 2, "loss": loss0 / (i + 1), "lr": 1e-4, "examples_per_s": 50.0, "tokens_per_s": 900.0,
+        [{"phase": "main", "step": i, "epoch": i // 2, "loss": loss0 / (i + 1), "lr": 1e-4, "examples_per_s": 50.0, "tokens_per_s": 900.0,
           "padding_fraction": 0.25, "terms": {"contrastive": loss0 / (i + 1) - 0.1, "mlm": 0.1}} for i in range(n)],
         schema=TRAIN_STEPS_SCHEMA)
 
@@ -328,7 +328,7 @@ def test_bad_train_logs_are_refused_before_writing(wh, tmp_path):
         wh.publish(run, train_evals=[{"step": 1, "metric": "silhouette", "value": 0.2, "split": "dev"}])
     with pytest.raises(WarehouseError, match="train_evals: column 'metric' has 1 null value"):
         wh.publish(run, train_evals=[{"step": 1, "value": 0.2}])
-    bad_type = _steps(1).set_column(2, "loss", pa.array(["high"]))
+    bad_type = _steps(1).set_column(3, "loss", pa.array(["high"]))  # 0 phase, 1 step, 2 epoch, 3 loss
     with pytest.raises(WarehouseError, match="train_steps: columns do not fit"):
         wh.publish(run, train_steps=bad_type)
     with pytest.raises(WarehouseError, match=r"train_steps \(.*nope.parquet\): file not found"):

@@ -26,6 +26,7 @@ so cosines are dot products. Memory is O(distinct texts x d + rows), never pairs
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -36,6 +37,8 @@ from scipy import sparse
 from .. import metrics as M
 from ._vectors import unit_rows
 from .base import metric_rows
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = "{subj} {verb} {obj}"
 SVO_FIELDS = ("subj", "verb", "obj")
@@ -221,7 +224,13 @@ def evaluate_event_pairs(
         scores[name] = _hard_accuracy(cos(p["a"], p["b"]), positive, p["inv"], p["n_blocks"], p["block_ids"])
     if "transitive_similarity" in parts:
         p = parts["transitive_similarity"]
-        scores["transitive_spearman"] = M.spearman(cos(p["a"], p["b"]), p["scores"])
+        c = cos(p["a"], p["b"])
+        if np.ptp(c) == 0:
+            # an encoder that maps every pair to the same cosine (e.g. all words unknown to it) has no
+            # ranking: Spearman is undefined; say so instead of failing the whole evaluation
+            log.warning("%s: every transitive pair has cosine %.6f: transitive_spearman left out", dataset, c[0])
+        else:
+            scores["transitive_spearman"] = M.spearman(c, p["scores"])
     if "mcnc" in parts:
         p = parts["mcnc"]
         gold = _binary_scores(p["scores"], p["items"], "mcnc")

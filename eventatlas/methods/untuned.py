@@ -160,6 +160,9 @@ def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, 
     rows = evaluate_event_pairs(pairs, lambda texts: enc.encode_sentences(texts), template=cfg.template,
                                 lower=cfg.lower, dataset=man.dataset, method=NAME, seed=seed,
                                 representation="sentence")
+    if not rows:
+        raise NotApplicable(f"{man.path}: no similarity metric is defined for this encoder on these pairs (every "
+                            f"pair got the same cosine: a degenerate model?)")
     result.metrics += rows
     result.params.update({"template": cfg.template, "event_pairs": pairs.num_rows, "precision": enc.precision})
     log.info("untuned %s: %s", man.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))
