@@ -63,3 +63,35 @@ def test_fewshot_sample_dedup_and_listed_under():
     raid = next(m for m in out["mentions"] if m["trigger"] == "raid")
     assert json.loads(raid["extra"])["listed_under"] == ["Attack", "Rescuing"]
     assert next(m for m in out["mentions"] if m["trigger"] == "destroyed")["split"] == "train"
+
+
+def test_maven_sentence_list_sample_keeps_sentences_without_events(tmp_path):
+    from eventatlas.readers import maven_sentences
+
+    out, r, st = collect(maven_sentences, samples_dir() / "maven_sentences" / "maven_sentences_sample.json")
+    ms = out["mentions"]
+    assert_offsets(ms)
+    assert len(r) == 0 and st == {"sentences": 10, "sentences_without_events": 2}
+    assert len(out["documents"]) == 10 and len(ms) == 13  # 1+2+2+2+2+2+1+1 events in 8 sentences
+    assert sorted(json.loads(d["extra"])["n_events"] for d in out["documents"])[:3] == [0, 0, 1]
+    assert {m["labels"][0] for m in ms} == {t["type_id"] for t in out["event_types"]}
+    # a broken entry is a counted reject, the rest is read
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"id": 1, "tokens": ["A", "b"], "events": [{"text": "b", "start": 1, "end": 5,
+                                                                          "event_type": "X"}]},
+                               {"id": 1, "tokens": ["again"], "events": []}, {"tokens": ["no", "id"]}]))
+    out, r, _ = collect(maven_sentences, bad)
+    assert sorted(x["reason"] for x in r.rows) == ["bad_offsets", "duplicate_document", "missing_field"]
+    assert len(out["documents"]) == 1 and not out["mentions"]
+
+
+@pytest.mark.shared_data
+def test_maven_sentence_list_real_subset():
+    from eventatlas.readers import maven_sentences
+
+    out, r, st = collect(maven_sentences, shared_path("maven", "subset", "maven_subset_a.json"))
+    assert_offsets(out["mentions"])
+    assert len(r) == 0 and st == {"sentences": 3979, "sentences_without_events": 284}
+    assert len(out["mentions"]) == 9562 and len(out["event_types"]) == 165
+    # definitions from the sibling fewshot/ folder
+    assert sum(1 for t in out["event_types"] if t["definition"]) == 165

@@ -9,6 +9,7 @@ REGISTRY: dict[str, str] = {
     "ace2005": "eventatlas.readers.ace2005",
     "maven": "eventatlas.readers.maven",
     "maven_fewshot": "eventatlas.readers.maven_fewshot",
+    "maven_sentences": "eventatlas.readers.maven_sentences",
     "framenet": "eventatlas.readers.framenet",
     "framenet_jsonl": "eventatlas.readers.framenet_jsonl",
     "ontoevent": "eventatlas.readers.ontoevent",
