@@ -52,10 +52,10 @@ def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max
         console.print(f"... {len(rows) - max_rows} more rows")
 
 
-def _fail(msg: str) -> None:
-    # one line however long (paths), and brackets in the message are text, not markup
+def _fail(msg: str, code: int = 1) -> None:
+    # one line however long (paths), and brackets in the message are text, not markup; exit 2 = bad input
     console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 def _check_device(device: str) -> None:
@@ -91,17 +91,21 @@ def ingest(
                                          "registry has none pinned"),
     insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
                                                 help="download without checksum verification (not recommended)"),
+    allow_shrink: bool = typer.Option(False, "--allow-shrink", help="replace the dataset even when the new version "
+                                      "has under half the rows of the current one (that one is kept: "
+                                      "`eventatlas datasets --versions`, `eventatlas restore`)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
     from flows.ingest import ingest as ingest_flow
 
     from .io import InputError
 
-    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
+    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum),
+                              ("allow_shrink", allow_shrink)) if v}
     try:
         man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
     except (InputError, FileNotFoundError, KeyError) as e:  # bad input: the message names file and record
-        _fail(str(e).strip("'\""))
+        _fail(str(e).strip("'\""), code=2)
     console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
                   f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
 
@@ -118,8 +122,19 @@ def ingest_samples() -> None:
 
 
 @app.command()
-def datasets() -> None:
+def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="list the kept earlier versions "
+                                                    "of this dataset (for `eventatlas restore`)")) -> None:
     """List ingested datasets (those whose manifest landed) with row counts."""
+    if versions:
+        from .ingest import list_versions
+
+        vs = list_versions(versions)
+        if not vs:
+            console.print(f"no kept versions of {versions} under {config.datasets_dir() / '.versions'}", markup=False)
+            return
+        print_rows(["version", "ingested_at", "rows"], [(v["version"], v["ingested_at"], json.dumps(v["rows"])) for v in vs],
+                   title=f"kept versions of {versions}")
+        return
     rows = []
     for man_path in sorted(config.datasets_dir().glob("*/manifest.json")):
         man = json.loads(man_path.read_text(encoding="utf-8"))
@@ -132,6 +147,20 @@ def datasets() -> None:
         return
     print_rows(["dataset", "reader", "mentions", "event_types", "event_pairs", "rejects"], rows,
                title=str(config.datasets_dir()))
+
+
+@app.command()
+def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
+            version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
+    """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
+    from .ingest import restore_version
+    from .io import InputError
+
+    try:
+        man = restore_version(dataset, version)
+    except InputError as e:
+        _fail(str(e), code=2)
+    console.print(f"restored {dataset} to {version}: rows {json.dumps(man.get('rows'))}", markup=False)
 
 
 @app.command()

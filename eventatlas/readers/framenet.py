@@ -37,6 +37,7 @@ from ._xml import child, children, local, parse_bytes
 
 DEFAULT_DATASET = "framenet"
 ONTOLOGY = "FrameNet"
+EXPECTED_TABLES = ("event_types", "mentions")  # frames alone (annotations=False) are a valid ingest
 _TAG = re.compile(r"<[^>]+>")
 _EX = re.compile(r"<ex>(.*?)</ex>", re.S)
 _WS = re.compile(r"\s+")

@@ -51,6 +51,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
     defs = load_definitions(Path(definitions) if definitions else None)
     dedup = MentionDedup()
     types: dict[str, int | None] = {}
+    seen_docs: dict[str, str] = {}
     for f, split in _files(path):
         for n, doc in iter_jsonl(f):
             loc = f"line {n}"
@@ -59,6 +60,13 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
                 rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
                 continue
             doc_id = str(doc["id"])
+            if doc_id in seen_docs:
+                rejects.add(f, loc, "duplicate_document", f"document id {doc_id!r} already read at {seen_docs[doc_id]}; this repeat is skipped", str(doc)[:300])
+                continue
+            seen_docs[doc_id] = f"{f.name} {loc}"
+            if not isinstance(doc["content"], list):
+                rejects.add(f, loc, "bad_field", f"content is {type(doc['content']).__name__}, expected a list of sentences", str(doc)[:300])
+                continue
             sents = []
             for si, s in enumerate(doc["content"]):
                 if require(s, ("tokens",)):
