@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import html
 import re
-import zipfile
 from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects, stable_id
 from ._common import MentionDedup, bump, check_span, dumps, mention_row
 from ._xml import child, children, local, parse_bytes
+from ._zip import SafeZip, looks_like_zip
 
 DEFAULT_DATASET = "framenet"
 ONTOLOGY = "FrameNet"
@@ -58,18 +58,28 @@ def split_definition(raw: str | None) -> tuple[str, list[str]]:
 
 
 class _Source:
-    """Uniform access to a release as a directory, a directory with frame.zip, or one zip."""
+    """Uniform access to a release as a directory, a directory with frame.zip, or one zip.
 
-    def __init__(self, path: Path):
+    Zips go through :class:`~eventatlas.readers._zip.SafeZip`: members with ``..`` or an absolute
+    path are refused, members are inflated in chunks under a size / expansion-ratio cap
+    (``zip_max_bytes`` / ``zip_max_ratio`` reader options or their env vars) and a damaged archive
+    is named as such."""
+
+    def __init__(self, path: Path, *, zip_max_bytes: int | None = None, zip_max_ratio: float | None = None):
         self.path = path
-        self.zips: list[zipfile.ZipFile] = []
-        if path.is_file() and zipfile.is_zipfile(path):
-            self.zips.append(zipfile.ZipFile(path))
-        elif path.is_dir():
-            for z in sorted(path.glob("*.zip")):
-                self.zips.append(zipfile.ZipFile(z))
-        else:
-            raise InputError(path, "-", "expected a FrameNet release directory or zip")
+        self.zips: list[SafeZip] = []
+        caps = {"max_bytes": zip_max_bytes, "max_ratio": zip_max_ratio}
+        try:
+            if path.is_file() and looks_like_zip(path):
+                self.zips.append(SafeZip(path, **caps))
+            elif path.is_dir():
+                for z in sorted(path.glob("*.zip")):
+                    self.zips.append(SafeZip(z, **caps))
+            else:
+                raise InputError(path, "-", "expected a FrameNet release directory or zip")
+        except BaseException:
+            self.close()
+            raise
 
     def files(self, folder: str) -> list[tuple[str, callable]]:
         """(display name, reader) for ``folder/*.xml`` in the directory and in any zip."""
@@ -182,8 +192,10 @@ def _mentions_from(root, fname, dataset, rejects, dedup, split, doc_id, stats, d
             yield row
 
 
-def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, annotations: bool = True, **opts) -> Iterator[tuple[str, dict]]:
-    src = _Source(Path(path))
+def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, annotations: bool = True,
+         zip_max_bytes: int | None = None, zip_max_ratio: float | None = None, **opts) -> Iterator[tuple[str, dict]]:
+    src = _Source(Path(path), zip_max_bytes=None if zip_max_bytes is None else int(zip_max_bytes),
+                  zip_max_ratio=None if zip_max_ratio is None else float(zip_max_ratio))
     try:
         rels = _relations(src, rejects)
         frames = []
