@@ -30,6 +30,7 @@ from . import config
 from .download import fetch_dataset
 from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
 from .readers import REGISTRY, get_reader
+from .readers._common import DATA_ERRORS
 from .registry import dataset_entry, load_registry
 from .schema import SCHEMA_VERSION, TABLES
 
@@ -204,13 +205,28 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     return manifest
 
 
+def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
+    """Safety net: a Python error that escapes a reader (a record shape no guard foresaw) becomes an
+    InputError naming the input, instead of a traceback; --debug shows the cause."""
+    try:
+        yield from rows_in
+    except InputError:
+        raise
+    except DATA_ERRORS as e:
+        raise InputError(path, f"after {sum(rows.values())} rows", f"unexpected input structure ({type(e).__name__}: {e}); "
+                         f"this does not fit the {name} format") from e
+    except IsADirectoryError as e:
+        raise InputError(e.filename or path, "-", "is a directory; pass the file (or the release directory the reader expects)") from None
+
+
 def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, entry, t0, opts) -> dict:
     seen_docs: set[str] = set()
     rows: dict[str, int] = {}
     with DatasetWriter(out, dataset) as w:
         bar = tqdm(desc=f"ingest {name}", unit=" rows", disable=(None if progress is None else not progress), leave=False)
         try:
-            for table, row in reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts):
+            rows_in = reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts)
+            for table, row in _named_errors(rows_in, name, path, rows):
                 if table not in TABLES or table == "rejects":
                     raise InputError(path, "-", f"reader {name!r} produced unknown table {table!r}")
                 if row.get("dataset") != dataset:

@@ -2,6 +2,7 @@
 alignment and mention rows whose offsets are checked before they are yielded."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -214,3 +215,21 @@ def require(obj: Any, keys: Sequence[str]) -> list[str]:
     if not isinstance(obj, dict):
         return list(keys)
     return [k for k in keys if k not in obj or obj[k] is None]
+
+
+# Python errors a malformed record provokes (a string where a list belongs, "x" where an offset
+# belongs, a list where an id belongs); inside a reader they mean bad input, not a bug.
+DATA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError)
+
+
+@contextlib.contextmanager
+def record_guard(rejects: Rejects, source: Any, location: Any, raw: Any = None) -> Iterator[None]:
+    """Turn a wrong-type field or non-integer offset in one record into a ``bad_record`` reject that
+    names file and record, so the ingest goes on with the next record (InputError passes through).
+    Rows the record yielded before the failure stay (they were valid); the reject counts it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except DATA_ERRORS as e:
+        rejects.add(source, location, "bad_record", f"{type(e).__name__}: {e}", str(raw)[:300] if raw is not None else None)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects, stable_id
-from ._common import MentionDedup, bump, check_span, dumps, mention_row
+from ._common import MentionDedup, bump, check_span, dumps, mention_row, record_guard
 from ._xml import child, children, local, parse_bytes
 from ._zip import SafeZip, looks_like_zip
 
@@ -160,36 +160,37 @@ def _annotated_sentences(root, default_frame=None, default_lu=None):
 def _mentions_from(root, fname, dataset, rejects, dedup, split, doc_id, stats, default_frame=None, default_lu=None, lu_pos=None):
     for sent, text, aset, frame, lu in _annotated_sentences(root, default_frame, default_lu):
         loc = f"sentence {sent.get('ID')} annotationSet {aset.get('ID')}"
-        if text is None:
-            rejects.add(fname, loc, "missing_field", "sentence has no <text>", None)
-            continue
-        tspans, args = [], []
-        for layer in children(aset, "layer"):
-            if layer.get("name") == "Target":
-                for lab in children(layer, "label"):
-                    if lab.get("start") is not None and lab.get("end") is not None:
-                        tspans.append((int(lab.get("start")), int(lab.get("end")) + 1))  # FrameNet end is inclusive
-            elif layer.get("name") == "FE" and layer.get("rank", "1") == "1":
-                for lab in children(layer, "label"):
-                    if lab.get("start") is not None and lab.get("end") is not None:
-                        s, e = int(lab.get("start")), int(lab.get("end")) + 1
-                        args.append({"role": lab.get("name"), "text": text[s:e], "start": s, "end": e, "entity_id": None})
-                    else:
-                        args.append({"role": lab.get("name"), "text": None, "start": None, "end": None, "entity_id": lab.get("itype")})
-        if not tspans:
-            bump(stats, "annotation_sets_without_target")
-            continue
-        tspans.sort()
-        s, e = tspans[0][0], tspans[-1][1]
-        if not check_span(rejects, fname, loc, text, s, e, text[s:e] if 0 <= s < e <= len(text) else None, {"spans": tspans}):
-            continue
-        sid = sent.get("ID")
-        row = mention_row(dataset, doc_id or f"sent{sid}", int(sid) if sid and sid.isdigit() else None, text, s, e, [frame], split=split,
-                          arguments=args, extra={"lu": lu, "pos": (lu.rsplit(".", 1)[-1] if lu and "." in lu else lu_pos),
-                                                 "target_spans": tspans if len(tspans) > 1 else None,
-                                                 "annotation_set": aset.get("ID"), "status": aset.get("status")})
-        if dedup.first(row["mention_id"]):
-            yield row
+        with record_guard(rejects, fname, loc, None):  # e.g. start="x": a reject naming file and annotation set
+            if text is None:
+                rejects.add(fname, loc, "missing_field", "sentence has no <text>", None)
+                continue
+            tspans, args = [], []
+            for layer in children(aset, "layer"):
+                if layer.get("name") == "Target":
+                    for lab in children(layer, "label"):
+                        if lab.get("start") is not None and lab.get("end") is not None:
+                            tspans.append((int(lab.get("start")), int(lab.get("end")) + 1))  # FrameNet end is inclusive
+                elif layer.get("name") == "FE" and layer.get("rank", "1") == "1":
+                    for lab in children(layer, "label"):
+                        if lab.get("start") is not None and lab.get("end") is not None:
+                            s, e = int(lab.get("start")), int(lab.get("end")) + 1
+                            args.append({"role": lab.get("name"), "text": text[s:e], "start": s, "end": e, "entity_id": None})
+                        else:
+                            args.append({"role": lab.get("name"), "text": None, "start": None, "end": None, "entity_id": lab.get("itype")})
+            if not tspans:
+                bump(stats, "annotation_sets_without_target")
+                continue
+            tspans.sort()
+            s, e = tspans[0][0], tspans[-1][1]
+            if not check_span(rejects, fname, loc, text, s, e, text[s:e] if 0 <= s < e <= len(text) else None, {"spans": tspans}):
+                continue
+            sid = sent.get("ID")
+            row = mention_row(dataset, doc_id or f"sent{sid}", int(sid) if sid and sid.isdigit() else None, text, s, e, [frame], split=split,
+                              arguments=args, extra={"lu": lu, "pos": (lu.rsplit(".", 1)[-1] if lu and "." in lu else lu_pos),
+                                                     "target_spans": tspans if len(tspans) > 1 else None,
+                                                     "annotation_set": aset.get("ID"), "status": aset.get("status")})
+            if dedup.first(row["mention_id"]):
+                yield row
 
 
 def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, annotations: bool = True,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import bump, check_span, join_tokens, load_json, mention_row, require
+from ._common import bump, check_span, join_tokens, load_json, mention_row, record_guard, require
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_fewshot"
@@ -52,36 +52,37 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
         for key, insts in data.items():
             for ii, inst in enumerate(insts):
                 loc = f"{key}[{ii}]"
-                miss = require(inst, ("id", "tokens", "events"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"instance lacks {', '.join(miss)}", inst)
-                    continue
-                bump(stats, "instances")
-                doc_id = str(inst["id"])
-                sentence, spans = join_tokens(inst["tokens"])
-                if doc_id in docs and docs[doc_id][0] != sentence:
-                    rejects.add(f, loc, "conflicting_instance", f"id {doc_id} seen with different tokens", inst["id"])
-                    continue
-                docs.setdefault(doc_id, (sentence, f.name))
-                for ei, e in enumerate(inst["events"]):
-                    eloc = f"{loc}.events[{ei}]"
-                    miss = require(e, ("start", "end", "text", "event_type"))
+                with record_guard(rejects, f, loc, inst):
+                    miss = require(inst, ("id", "tokens", "events"))
                     if miss:
-                        rejects.add(f, eloc, "missing_field", f"event lacks {', '.join(miss)}", e)
+                        rejects.add(f, loc, "missing_field", f"instance lacks {', '.join(miss)}", inst)
                         continue
-                    s, t = e["start"], e["end"]
-                    if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):
-                        rejects.add(f, eloc, "bad_offsets", f"token span [{s}, {t}) outside {len(spans)} tokens", e)
+                    bump(stats, "instances")
+                    doc_id = str(inst["id"])
+                    sentence, spans = join_tokens(inst["tokens"])
+                    if doc_id in docs and docs[doc_id][0] != sentence:
+                        rejects.add(f, loc, "conflicting_instance", f"id {doc_id} seen with different tokens", inst["id"])
                         continue
-                    cs, ce = spans[s][0], spans[t - 1][1]
-                    if not check_span(rejects, f, eloc, sentence, cs, ce, e["text"], e):
-                        continue
-                    et = e["event_type"]
-                    types.add(et)
-                    row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [et], split=split_of.get(et, f.stem))
-                    mid = row["mention_id"]
-                    rows.setdefault(mid, row)
-                    listed.setdefault(mid, set()).add(key)
+                    docs.setdefault(doc_id, (sentence, f.name))
+                    for ei, e in enumerate(inst["events"]):
+                        eloc = f"{loc}.events[{ei}]"
+                        miss = require(e, ("start", "end", "text", "event_type"))
+                        if miss:
+                            rejects.add(f, eloc, "missing_field", f"event lacks {', '.join(miss)}", e)
+                            continue
+                        s, t = e["start"], e["end"]
+                        if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):
+                            rejects.add(f, eloc, "bad_offsets", f"token span [{s}, {t}) outside {len(spans)} tokens", e)
+                            continue
+                        cs, ce = spans[s][0], spans[t - 1][1]
+                        if not check_span(rejects, f, eloc, sentence, cs, ce, e["text"], e):
+                            continue
+                        et = e["event_type"]
+                        types.add(et)
+                        row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [et], split=split_of.get(et, f.stem))
+                        mid = row["mention_id"]
+                        rows.setdefault(mid, row)
+                        listed.setdefault(mid, set()).add(key)
     for doc_id, (sentence, src) in docs.items():
         yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [sentence], "source": src, "split": None}
     for mid, row in rows.items():
