@@ -222,7 +222,13 @@ def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
 def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, entry, t0, opts) -> dict:
     seen_docs: set[str] = set()
     rows: dict[str, int] = {}
-    with DatasetWriter(out, dataset) as w:
+    def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
+        key = next((f"{k} {row[k]!r}" for k in ("mention_id", "doc_id", "type_id") if row.get(k) is not None), "a row")
+        rejects.add(row.get("source") if table == "documents" else path, f"{table} {key}", "bad_value",
+                    f"{type(err).__name__}: {err}", str(row)[:300])
+        rows[table] -= 1
+
+    with DatasetWriter(out, dataset, on_bad_row=bad_row) as w:
         bar = tqdm(desc=f"ingest {name}", unit=" rows", disable=(None if progress is None else not progress), leave=False)
         try:
             rows_in = reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts)
@@ -242,6 +248,7 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
                 bar.update()
         finally:
             bar.close()
+        w.flush([t for t in TABLES if t != "rejects"])
         _check_yield(name, path, rows, _expected(reader), rejects)
         _check_shrink(out, prev, rows, _expected(reader), allow_shrink)
         if prev:
