@@ -393,9 +393,13 @@ def build_wikievents(
     except ValueError as e:
         _fail(f"bad --params/--dumps: {e}")
     api = None
-    if backend == "api" and not (contact or os.environ.get("EVENTATLAS_CONTACT") or os.environ.get("EVENTATLAS_USER_AGENT")):
-        _fail("build-wikievents --backend api needs a contact for the User-Agent (Wikimedia policy): pass "
-              "--contact <URL or e-mail> or set EVENTATLAS_CONTACT", code=2)
+    if backend == "api":
+        from .wiki.http import is_contact
+
+        who = contact or os.environ.get("EVENTATLAS_CONTACT")
+        if not (is_contact(who) or (not who and is_contact(os.environ.get("EVENTATLAS_USER_AGENT")))):
+            _fail("build-wikievents --backend api needs a contact for the User-Agent (Wikimedia policy): pass "
+                  f"--contact <URL or e-mail> or set EVENTATLAS_CONTACT{f' ({who!r} is neither)' if who else ''}", code=2)
     if backend == "api":
         api = {"root": root, "client_options": {"contact": contact, "cache_dir": str(config.cache_dir() / "http")},
                "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
