@@ -169,6 +169,24 @@ class MentionDedup:
         return True
 
 
+class DocumentIds:
+    """Document ids read so far: a repeat is a ``duplicate_document`` reject naming where the first was."""
+
+    def __init__(self) -> None:
+        self.where: dict[str, str] = {}
+
+    def repeated(self, rejects: Rejects, source: Path, location: str, doc_id: str, raw: Any = None) -> bool:
+        """True (and a reject) when ``doc_id`` was read before."""
+        if doc_id not in self.where:
+            return False
+        rejects.add(source, location, "duplicate_document",
+                    f"document id {doc_id!r} already read at {self.where[doc_id]}; this repeat is skipped", str(raw)[:300])
+        return True
+
+    def add(self, source: Path, location: str, doc_id: str) -> None:
+        self.where.setdefault(doc_id, f"{Path(source).name} {location}")
+
+
 def mention_row(
     dataset: str,
     doc_id: str,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require, sentence_and_spans
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "maven"
 ONTOLOGY = "MAVEN"
@@ -51,7 +51,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
     defs = load_definitions(Path(definitions) if definitions else None)
     dedup = MentionDedup()
     types: dict[str, int | None] = {}
-    seen_docs: dict[str, str] = {}
+    doc_ids = DocumentIds()
     for f, split in _files(path):
         for n, doc in iter_jsonl(f):
             loc = f"line {n}"
@@ -61,10 +61,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
                     rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
                     continue
                 doc_id = str(doc["id"])
-                if doc_id in seen_docs:
-                    rejects.add(f, loc, "duplicate_document", f"document id {doc_id!r} already read at {seen_docs[doc_id]}; this repeat is skipped", str(doc)[:300])
+                if doc_ids.repeated(rejects, f, loc, doc_id, doc):
                     continue
-                seen_docs[doc_id] = f"{f.name} {loc}"
+                doc_ids.add(f, loc, doc_id)
                 if not isinstance(doc["content"], list):
                     rejects.add(f, loc, "bad_field", f"content is {type(doc['content']).__name__}, expected a list of sentences", str(doc)[:300])
                     continue

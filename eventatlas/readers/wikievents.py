@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -56,7 +56,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
     path = Path(path)
     dedup = MentionDedup()
     types: set[str] = set()
-    seen_docs: dict[str, str] = {}
+    doc_ids = DocumentIds()
     for f in _files(path):
         split = _split_of(f)
         cpath = Path(coref) if coref else f.parent / "coref" / f"{f.stem}.jsonlines"
@@ -69,8 +69,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                     rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
                     continue
                 doc_id = str(doc["doc_id"])
-                if doc_id in seen_docs:
-                    rejects.add(f, loc, "duplicate_document", f"document id {doc_id!r} already read at {seen_docs[doc_id]}; this repeat is skipped", str(doc)[:300])
+                if doc_ids.repeated(rejects, f, loc, doc_id, doc):
                     continue
                 sents: list[tuple[str, list[tuple[int, int]], int]] = []  # text, token char spans, first global token
                 g = 0
@@ -100,7 +99,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                 for ci, cl in enumerate(clusters.get(doc_id, [])):
                     for x in cl:
                         ent_cluster[str(x)] = ci
-                seen_docs[doc_id] = f"{f.name} {loc}"
+                doc_ids.add(f, loc, doc_id)
                 yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": None, "language": "en", "text": doc.get("text"),
                                     "sentences": [s[0] for s in sents], "source": f.name, "split": split, "extra": None}
                 for ei, ev in enumerate(doc["event_mentions"]):
