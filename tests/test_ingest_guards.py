@@ -116,3 +116,24 @@ def test_stale_temp_files_cleaned_only_when_older(maven_ds):
     ingest("maven", SAMPLES / "maven", dataset="mv", progress=False)  # the next run of the dataset cleans up
     assert not stale.exists()
     assert not list(out.glob(".*.tmp"))
+
+
+def test_cli_datasets_versions_and_restore(maven_ds, tmp_path):
+    from typer.testing import CliRunner
+
+    from eventatlas.cli import app
+
+    out, m = maven_ds
+    one = tmp_path / "train.jsonl"
+    one.write_text((SAMPLES / "maven" / "train.jsonl").read_text().splitlines()[0] + "\n")
+    m2 = ingest("maven", one, dataset="mv", progress=False, allow_shrink=True)
+    assert m2["rows"]["mentions"] < m["rows"]["mentions"]
+    r = CliRunner().invoke(app, ["datasets", "--versions", "mv"], terminal_width=250)
+    assert r.exit_code == 0, r.output
+    version = list_versions("mv")[0]["version"]
+    assert version in r.output and f'"mentions": {m["rows"]["mentions"]}' in r.output
+    r = CliRunner().invoke(app, ["restore", "mv", version])
+    assert r.exit_code == 0 and f"restored mv to {version}" in r.stdout, r.output
+    assert json.loads((out / "manifest.json").read_text())["rows"] == m["rows"]
+    r = CliRunner().invoke(app, ["restore", "mv", "nope"])
+    assert r.exit_code == 2 and r.stderr.startswith("error: ") and "no kept version 'nope'" in r.stderr
