@@ -54,9 +54,16 @@ def test_lone_sgm_refused_for_ace(eventatlas_env, tmp_path):
     sgm = next((SAMPLES / "ace2005").rglob("*.sgm"))
     lone = tmp_path / sgm.name
     shutil.copy(sgm, lone)
-    with pytest.raises(InputError, match="this does not look like ace2005 input: missing_source"):
+    with pytest.raises(InputError, match=rf"^{lone}:-: this does not look like ace2005 input: expected an \*\.apf\.xml"):
         ingest("ace2005", lone, dataset="ace_new", progress=False)
     # a failed ingest under a new name leaves no directory
+    assert not (config.datasets_dir() / "ace_new").exists()
+    # an apf file without its .sgm: the only document is rejected, so nothing survives
+    apf = next((SAMPLES / "ace2005").rglob("*.apf.xml"))
+    (tmp_path / "apf_only").mkdir()
+    shutil.copy(apf, tmp_path / "apf_only" / apf.name)
+    with pytest.raises(InputError, match=r"this does not look like ace2005 input: missing_source \(no .*\.sgm beside"):
+        ingest("ace2005", tmp_path / "apf_only" / apf.name, dataset="ace_new", progress=False)
     assert not (config.datasets_dir() / "ace_new").exists()
 
 

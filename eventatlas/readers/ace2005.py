@@ -137,6 +137,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         raise ValueError(f"offsets must be auto, raw or stripped, not {offsets!r}")
     path = Path(path)
     apfs = sorted(path.rglob("*.apf.xml")) if path.is_dir() else [path]
+    if not path.is_dir() and not path.name.endswith(".apf.xml"):
+        raise InputError(path, "-", "this does not look like ace2005 input: expected an *.apf.xml annotation file "
+                         "(its .sgm source beside it) or a directory holding them")
     if not apfs:
         raise InputError(path, "-", "no *.apf.xml files found")
     split_of = _split_map(splits)
