@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bz2
+import gzip
 import json
 
 import pytest
@@ -63,6 +64,21 @@ def test_broken_lines_and_unknown_datavalues_are_counted(world, tmp_path):
     for r in (fast, strict):
         got = {e["qid"] for e in r.events}
         assert "Q900100" not in got and "Q900101" not in got and "Q900103" in got
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".json"])
+def test_truncated_last_line_is_a_reject_event_or_not(world, tmp_path, suffix):
+    """Issue 16: a dump whose last line is cut before any claim (cannot be an event) was dropped silently."""
+    lines = wikidata_lines(world)
+    cut = lines[2][:120]
+    raw = b"[\n" + b",\n".join(lines[3:] + [cut])  # the dump stops mid-line: no closing "]"
+    p = tmp_path / f"cut{suffix}"
+    p.write_bytes(gzip.compress(raw) if suffix.endswith(".gz") else raw)
+    for r in (W.scan_dump(p, LANGS), W.scan_dump(p, LANGS, workers=2)):
+        rej = [x for x in r.rejects if x["reason"] == "truncated_line"]
+        assert len(rej) == 1 and rej[0]["location"].endswith(f"byte {raw.rindex(cut)}"), r.rejects
+    whole = write_wikidata_dump(tmp_path / f"whole{suffix}", lines)
+    assert W.scan_dump(whole, LANGS).rejects == []  # a complete dump has no such reject
 
 
 def test_bad_bz2_tail_is_a_clear_error_and_nothing_lands(world, tmp_path):
