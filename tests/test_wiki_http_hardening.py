@@ -2,6 +2,8 @@
 exponential backoff on 429 without Retry-After, a contact must be a URL or an e-mail address."""
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -84,3 +86,33 @@ def test_user_agent_without_contact_does_not_count(monkeypatch):
     monkeypatch.setenv("EVENTATLAS_USER_AGENT", "mybot/1.0 (bot@example.org)")
     c2, _ = _client(lambda req: httpx.Response(200, json={"a": 1}))
     assert c2.get_json(API, mediawiki=False) == {"a": 1}
+
+
+def test_corrupt_cache_entry_is_refetched_not_raised(tmp_path):
+    calls = {"n": 0}
+
+    def handler(req):
+        calls["n"] += 1
+        return httpx.Response(200, json={"n": calls["n"]})
+
+    c, _ = _client(handler, contact="me@example.org", cache_dir=tmp_path / "cache")
+    assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 1}
+    assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 1} and calls["n"] == 1  # cached
+    entry = next((tmp_path / "cache").rglob("*.json"))
+    entry.write_bytes(b'{"n": 1')  # damaged on disk
+    assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 2} and calls["n"] == 2
+    assert json.loads(entry.read_bytes()) == {"n": 2}  # rewritten with the fresh answer
+    assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 2} and calls["n"] == 2
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_checkpoint_records_are_fsynced(tmp_path, monkeypatch, fsync):
+    """A crawl checkpoint record is on disk before record() returns (a power cut keeps it)."""
+    import eventatlas.wiki.checkpoint as ck
+
+    synced: list[int] = []
+    monkeypatch.setattr(ck.os, "fsync", lambda fd: synced.append(fd))
+    with ck.Checkpoint(tmp_path / "ck", {"root": "Q1"}, fsync=fsync) as c:
+        c.record("pages", {"A": 1, "B": 2})
+        c.record("pages", {"A": 1})  # nothing new: no write, no sync
+    assert len(synced) == (1 if fsync else 0)
