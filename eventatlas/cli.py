@@ -3,21 +3,96 @@ flows (the core package stays Prefect-free; ``--help`` stays fast)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import sys
+import traceback
 from pathlib import Path
 from typing import Any, List, Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from . import config
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse.")
 console = Console(width=max(120, Console().width))  # tables stay readable when piped
+_DEBUG = {"on": False}
+
+
+def _bad_input_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the input is wrong" (exit 2), as opposed to an internal failure (exit 1)."""
+    from .io import InputError
+
+    return (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
+def error_line(e: BaseException) -> str:
+    """The one-line text of an error: ``<file>:<line or record>: <what>`` for InputError (its str),
+    ``<file>: <reason>`` for OS errors on a named file, else ``<Type>: <message>``."""
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror or e}"
+    if isinstance(e, _bad_input_types()):
+        return str(e).strip("'\"")
+    return f"internal failure: {type(e).__name__}: {e} (rerun with --debug for the traceback)"
+
+
+def print_error(msg: str) -> None:
+    """``error: <msg>`` on stderr, one line, printed literally (no markup, no wrapping)."""
+    print(f"error: {' '.join(str(msg).splitlines())}", file=sys.stderr, flush=True)
+
+
+class _HandledErrorFilter(logging.Filter):
+    """Drop Prefect's run-logger records about an error the CLI reports itself as one line (the
+    traceback dumps of a failed task and flow); the run's state in Prefect still carries the message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _DEBUG["on"]:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            return not isinstance(exc, _bad_input_types())
+        msg = record.getMessage()
+        return not any(f"{t.__name__}(" in msg or f"{t.__name__}:" in msg for t in _bad_input_types())
+
+
+_FILTER = _HandledErrorFilter()
+
+
+class _ErrorsAsLines(TyperGroup):
+    """Every command: bad input -> ``error: <file>:<where>: <what>`` on stderr, exit 2; any other
+    uncaught exception -> one ``error: internal failure: ...`` line, exit 1; tracebacks only with --debug."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            lg = logging.getLogger(name)
+            if _FILTER not in lg.filters:
+                lg.addFilter(_FILTER)
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit,
+                KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the CLI boundary: one line instead of a traceback
+            if _DEBUG["on"]:
+                traceback.print_exc()
+            print_error(error_line(e))
+            raise typer.Exit(2 if isinstance(e, _bad_input_types()) else 1) from None
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_ErrorsAsLines, pretty_exceptions_enable=False,
+                  help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse. "
+                       "Exit codes: 0 ok, 2 bad input (one line naming file and line/record), 1 internal failure.")
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) "
+                                     "for errors; without it an error is one line on stderr")) -> None:
+    _DEBUG["on"] = debug
 
 for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
@@ -48,16 +123,16 @@ def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max
     for c in cols:
         t.add_column(str(c), overflow="fold")
     for r in rows[:max_rows]:
-        t.add_row(*[_fmt(v) for v in r])
+        t.add_row(*[escape(_fmt(v)) for v in r])  # cell text is data, never markup
     console.print(t)
     if len(rows) > max_rows:
         console.print(f"... {len(rows) - max_rows} more rows")
 
 
-def _fail(msg: str) -> None:
-    # one line however long (paths), and brackets in the message are text, not markup
-    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
-    raise typer.Exit(1)
+def _fail(msg: str, code: int = 1) -> None:
+    # one line on stderr however long (paths), printed literally (brackets are text); exit 2 = bad input
+    print_error(msg)
+    raise typer.Exit(code)
 
 
 def _check_device(device: str) -> None:
@@ -79,7 +154,7 @@ def migrate() -> None:
     applied = wh.migrate()
     wh.refresh_views()
     console.print(f"warehouse {wh.path}: applied {applied or 'nothing (up to date)'}; "
-                  f"versions {[v for v, _ in wh.schema_versions()]}")
+                  f"versions {[v for v, _ in wh.schema_versions()]}", markup=False)
 
 
 @app.command()
@@ -93,19 +168,28 @@ def ingest(
                                          "registry has none pinned"),
     insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
                                                 help="download without checksum verification (not recommended)"),
+    allow_shrink: bool = typer.Option(False, "--allow-shrink", help="replace the dataset even when the new version "
+                                      "has under half the rows of the current one (that one is kept: "
+                                      "`eventatlas datasets --versions`, `eventatlas restore`)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
     from flows.ingest import ingest as ingest_flow
 
     from .io import InputError
 
-    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
+    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum),
+                              ("allow_shrink", allow_shrink)) if v}
     try:
         man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
-    except (InputError, FileNotFoundError, KeyError) as e:  # bad input: the message names file and record
-        _fail(str(e).strip("'\""))
-    console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
-                  f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
+    except (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # names file and record
+        if _DEBUG["on"]:
+            traceback.print_exc()
+        _fail(error_line(e), code=2)
+    except KeyError as e:  # unknown reader name
+        _fail(str(e).strip("'\""), code=2)
+    console.print(f"ingested [bold]{escape(str(man.get('dataset')))}[/bold] -> {escape(str(man.get('dataset_dir')))}: "
+                  f"rows {escape(str(man.get('rows')))}, rejects {escape(str(man.get('rejects', man.get('reject_counts'))))}",
+                  soft_wrap=True)
 
 
 @app.command("ingest-samples")
@@ -120,8 +204,19 @@ def ingest_samples() -> None:
 
 
 @app.command()
-def datasets() -> None:
+def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="list the kept earlier versions "
+                                                    "of this dataset (for `eventatlas restore`)")) -> None:
     """List ingested datasets (those whose manifest landed) with row counts."""
+    if versions:
+        from .ingest import list_versions
+
+        vs = list_versions(versions)
+        if not vs:
+            console.print(f"no kept versions of {versions} under {config.datasets_dir() / '.versions'}", markup=False)
+            return
+        print_rows(["version", "ingested_at", "rows"], [(v["version"], v["ingested_at"], json.dumps(v["rows"])) for v in vs],
+                   title=f"kept versions of {versions}")
+        return
     rows = []
     for man_path in sorted(config.datasets_dir().glob("*/manifest.json")):
         man = json.loads(man_path.read_text(encoding="utf-8"))
@@ -130,10 +225,24 @@ def datasets() -> None:
                      r.get("event_types", 0), r.get("event_pairs", 0), sum((man.get("rejects") or {}).values())
                      if isinstance(man.get("rejects"), dict) else man.get("rejects")))
     if not rows:
-        console.print(f"no datasets under {config.datasets_dir()} (try `eventatlas ingest-samples`)")
+        console.print(f"no datasets under {config.datasets_dir()} (try `eventatlas ingest-samples`)", markup=False)
         return
     print_rows(["dataset", "reader", "mentions", "event_types", "event_pairs", "rejects"], rows,
                title=str(config.datasets_dir()))
+
+
+@app.command()
+def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
+            version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
+    """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
+    from .ingest import restore_version
+    from .io import InputError
+
+    try:
+        man = restore_version(dataset, version)
+    except InputError as e:
+        _fail(str(e), code=2)
+    console.print(f"restored {dataset} to {version}: rows {json.dumps(man.get('rows'))}", markup=False)
 
 
 @app.command()
@@ -167,7 +276,7 @@ def cluster(
     _check_device(device)
     from flows.cluster import cluster as cluster_flow
 
-    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device))
+    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device), markup=False)
 
 
 @app.command("train-all")
@@ -203,7 +312,7 @@ def train_all(
     from flows.train_all import train_all as flow
 
     out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
-    console.print(f"{out['runs']} runs published to {out['warehouse']}")
+    console.print(f"{out['runs']} runs published to {out['warehouse']}", markup=False)
     _leaderboard()
 
 
@@ -251,9 +360,9 @@ def methods() -> None:
     from .methods import SPECS
 
     for name, spec in SPECS.items():
-        console.print(f"[bold]{name}[/bold]: {spec.description}")
+        console.print(f"[bold]{escape(name)}[/bold]: {escape(spec.description)}")
         console.print(f"  applies to: {', '.join(sorted(spec.applies_to))}; tasks: {', '.join(spec.tasks)}; "
-                      f"GPU: {spec.gpu}")
+                      f"GPU: {spec.gpu}", markup=False)
         cls = spec.config_class()
         for key, f in cls.model_fields.items():
             ann = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
@@ -288,13 +397,21 @@ def build_wikievents(
         _fail(f"bad --params/--dumps: {e}")
     api = None
     if backend == "api":
+        from .wiki.http import is_contact
+
+        who = contact or os.environ.get("EVENTATLAS_CONTACT")
+        if not (is_contact(who) or (not who and is_contact(os.environ.get("EVENTATLAS_USER_AGENT")))):
+            _fail("build-wikievents --backend api needs a contact for the User-Agent (Wikimedia policy): pass "
+                  f"--contact <URL or e-mail> or set EVENTATLAS_CONTACT{f' ({who!r} is neither)' if who else ''}", code=2)
+    if backend == "api":
         api = {"root": root, "client_options": {"contact": contact, "cache_dir": str(config.cache_dir() / "http")},
                "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
     from flows.build_wikievents import build_wikievents as flow
 
     man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
                languages=_split(languages), params=p)
-    console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str))
+    console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str),
+                  markup=False)
 
 
 # Metrics shown per task when --metrics is not given (those present in the warehouse).
@@ -365,7 +482,7 @@ def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, t
             _check_known("metric", requested, _distinct(wh, "metric", task, dataset), wh)
         tasks = [task] if task else _distinct(wh, "task", dataset=dataset)
         if not tasks:
-            console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True)
+            console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True, markup=False)
             return
         for t in tasks:
             known = _distinct(wh, "metric", t, dataset)
@@ -421,7 +538,7 @@ def publish(
         _fail(str(e))
     console.print(f"published {len(records)} run records ({len(out['published'])} completed, {len(out['skipped'])} "
                   f"skipped, {len(out['failed'])} failed; {out['metric_rows']} metric rows) to {out['warehouse']}",
-                  soft_wrap=True)
+                  soft_wrap=True, markup=False)
 
 
 @app.command()
@@ -447,9 +564,9 @@ def demo() -> None:
 
     mans = run_samples()
     mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
-    console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}")
+    console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
     out = flow()
-    console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}")
+    console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
     _leaderboard()
 
 

@@ -5,10 +5,20 @@
 (dataset, reader, source, input fingerprint, row counts, reject counts by reason, reader stats,
 schema version, ingested_at). A fatal problem raises ``InputError`` (file + line/record) and leaves
 the previous tables of that dataset untouched.
+
+Guards against silent data loss (issue 16): an ingest whose reader yields nothing in the tables it
+is expected to fill (``EXPECTED_TABLES`` of the reader module, default ``mentions``) or keeps under
+``MIN_ACCEPT`` of its records is refused ("this does not look like <reader> input: <first reject>");
+a new version with under ``SHRINK_RATIO`` of the previous version's rows needs ``allow_shrink=True``;
+documents repeated under one id are dropped with a ``duplicate_document`` reject. A refused or failed
+ingest keeps the previous version, leaves no directory behind for a new dataset name, and the next
+run of a dataset removes temp files an earlier killed ingest left (only ones older than this process).
 """
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,8 +28,9 @@ from tqdm import tqdm
 
 from . import config
 from .download import fetch_dataset
-from .io import DatasetWriter, InputError, Rejects, fingerprint_paths
+from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
 from .readers import REGISTRY, get_reader
+from .readers._common import DATA_ERRORS
 from .registry import dataset_entry, load_registry
 from .schema import SCHEMA_VERSION, TABLES
 
@@ -34,9 +45,134 @@ def _default_path(name: str, entry: dict) -> Path:
     return p
 
 
+SHRINK_RATIO = 0.5  # a new version with fewer than this share of the previous rows needs allow_shrink
+KEEP_VERSIONS = 3  # earlier versions kept per dataset under <datasets>/.versions/<dataset>/
+MIN_ACCEPT = 0.05  # refuse when fewer than this share of the records survive (the rest rejected)
+_PROCESS_START = time.time()  # fallback when psutil is missing: module import ~ process start
+
+
+def _process_start() -> float:
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:  # noqa: BLE001 - psutil absent or /proc unreadable: the import time is close enough
+        return _PROCESS_START
+
+
+def clean_stale_temp(out: Path) -> list[Path]:
+    """Remove ``.<table>.parquet.*.tmp`` / ``.manifest.json.*.tmp`` files an earlier (killed) ingest left in
+    ``out``; only files last modified before this process started (a concurrent writer's are newer)."""
+    if not out.is_dir():
+        return []
+    start, removed = _process_start(), []
+    for p in list(out.glob(".*.parquet.*.tmp")) + list(out.glob(".manifest.json.*.tmp")):
+        try:
+            if p.stat().st_mtime < start:
+                p.unlink()
+                removed.append(p)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _expected(reader) -> tuple[str, ...]:
+    return tuple(getattr(reader, "EXPECTED_TABLES", ("mentions",)))
+
+
+def _previous(out: Path) -> dict | None:
+    try:
+        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _check_yield(name: str, path: Path, rows: dict[str, int], expected: tuple[str, ...], rejects: Rejects) -> None:
+    """Refuse an ingest where (almost) nothing the reader should produce survived."""
+    kept = sum(rows.get(t, 0) for t in expected)
+    if kept and len(rejects) <= kept * (1 - MIN_ACCEPT) / MIN_ACCEPT:
+        return
+    what = " or ".join(expected)
+    if rejects.rows:
+        r = rejects.rows[0]
+        first = f"{r['reason']}" + (f" ({r['detail']})" if r["detail"] else "")
+        raise InputError(r["source"] or path, r["location"] or "-",
+                         f"this does not look like {name} input: {first}; {len(rejects)} records rejected, "
+                         f"{kept} {what} kept; nothing was written (check the reader name and the file)")
+    raise InputError(path, "-", f"this does not look like {name} input: no {what} found (empty or another format); "
+                     "nothing was written (check the reader name and the file)")
+
+
+def _check_shrink(out: Path, prev: dict | None, rows: dict[str, int], expected: tuple[str, ...], allow_shrink: bool) -> None:
+    if allow_shrink or not prev:
+        return
+    before = sum((prev.get("rows") or {}).get(t, 0) for t in expected)
+    after = sum(rows.get(t, 0) for t in expected)
+    if before and after < before * SHRINK_RATIO:
+        raise InputError(out / "manifest.json", "rows",
+                         f"the new version has {after} {'+'.join(expected)} rows, the current one {before} "
+                         f"(under {SHRINK_RATIO:.0%}); nothing was replaced; pass --allow-shrink (allow_shrink=True) "
+                         "to replace it anyway (the current version is kept under .versions/)")
+
+
+def _keep_version(out: Path, prev: dict) -> Path | None:
+    """Hard-link the current tables and manifest into ``<datasets>/.versions/<dataset>/<ingested_at>/``
+    before they are replaced, so a shrinking ingest stays recoverable (cheap: no data is copied)."""
+    stamp = str(prev.get("ingested_at") or "unknown").replace(":", "")
+    dest = out.parent / ".versions" / out.name / stamp
+    if dest.exists():
+        return dest
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for p in [*out.glob("*.parquet"), out / "manifest.json"]:
+        try:
+            os.link(p, tmp / p.name)
+        except OSError:
+            shutil.copy2(p, tmp / p.name)
+    os.replace(tmp, dest)
+    for old in sorted(p for p in dest.parent.iterdir() if not p.name.endswith(".partial"))[:-KEEP_VERSIONS]:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[dict]:
+    """Kept earlier versions of ``dataset`` (newest last): ``{version, path, rows, ingested_at}``."""
+    root = (Path(datasets_dir) if datasets_dir else config.datasets_dir()) / ".versions" / dataset
+    out = []
+    for d in sorted(root.glob("*/manifest.json")):
+        man = json.loads(d.read_text(encoding="utf-8"))
+        out.append({"version": d.parent.name, "path": str(d.parent), "rows": man.get("rows"), "ingested_at": man.get("ingested_at")})
+    return out
+
+
+def restore_version(dataset: str, version: str, datasets_dir: str | Path | None = None) -> dict:
+    """Make a kept version the current one again (the current one is kept as a version first)."""
+    root = Path(datasets_dir) if datasets_dir else config.datasets_dir()
+    src, out = root / ".versions" / dataset / version, root / dataset
+    if not (src / "manifest.json").exists():
+        known = ", ".join(v["version"] for v in list_versions(dataset, root)) or "none"
+        raise InputError(src, "-", f"no kept version {version!r} of {dataset!r}; kept versions: {known}")
+    prev = _previous(out)
+    if prev:
+        _keep_version(out, prev)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)  # invalid while the tables are swapped
+    for p in src.glob("*.parquet"):
+        with atomic_path(out / p.name) as tmp:
+            shutil.copyfile(p, tmp)
+    man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
+    atomic_write_json(out / "manifest.json", man)
+    return man
+
+
 def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | None = None, dataset: str | None = None,
-           download: bool = False, progress: bool | None = None, **opts: Any) -> dict:
-    """Ingest ``path`` with reader ``name`` into ``out_dir`` (default ``datasets_dir()/<dataset>``)."""
+           download: bool = False, progress: bool | None = None, allow_shrink: bool = False, **opts: Any) -> dict:
+    """Ingest ``path`` with reader ``name`` into ``out_dir`` (default ``datasets_dir()/<dataset>``).
+
+    Refuses (``InputError``, previous version untouched) an input where nothing (or under ``MIN_ACCEPT``)
+    of what the reader expects survives, and a version that shrinks under ``SHRINK_RATIO`` of the previous
+    one unless ``allow_shrink``; a replaced version is kept under ``<datasets>/.versions/<dataset>/``."""
     if name not in REGISTRY:
         raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}")
     reader = get_reader(name)
@@ -54,19 +190,69 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     rejects = Rejects(dataset)
     stats: dict[str, int] = {}
     t0 = time.perf_counter()
+    existed = out.exists()
+    clean_stale_temp(out)
+    prev = _previous(out)
     fingerprint = fingerprint_paths([path])
-    with DatasetWriter(out, dataset) as w:
+    try:
+        manifest = _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint,
+                          entry, t0, opts)
+    except BaseException:
+        if not existed:  # a failed ingest under a new name leaves nothing behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    manifest["path"] = str(out)
+    return manifest
+
+
+def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
+    """Safety net: a Python error that escapes a reader (a record shape no guard foresaw) becomes an
+    InputError naming the input, instead of a traceback; --debug shows the cause."""
+    try:
+        yield from rows_in
+    except InputError:
+        raise
+    except DATA_ERRORS as e:
+        raise InputError(path, f"after {sum(rows.values())} rows", f"unexpected input structure ({type(e).__name__}: {e}); "
+                         f"this does not fit the {name} format") from e
+    except IsADirectoryError as e:
+        raise InputError(e.filename or path, "-", "is a directory; pass the file (or the release directory the reader expects)") from None
+
+
+def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, entry, t0, opts) -> dict:
+    seen_docs: set[str] = set()
+    rows: dict[str, int] = {}
+    def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
+        key = next((f"{k} {row[k]!r}" for k in ("mention_id", "doc_id", "type_id") if row.get(k) is not None), "a row")
+        rejects.add(row.get("source") if table == "documents" else path, f"{table} {key}", "bad_value",
+                    f"{type(err).__name__}: {err}", str(row)[:300])
+        rows[table] -= 1
+
+    with DatasetWriter(out, dataset, on_bad_row=bad_row) as w:
         bar = tqdm(desc=f"ingest {name}", unit=" rows", disable=(None if progress is None else not progress), leave=False)
         try:
-            for table, row in reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts):
+            rows_in = reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts)
+            for table, row in _named_errors(rows_in, name, path, rows):
                 if table not in TABLES or table == "rejects":
                     raise InputError(path, "-", f"reader {name!r} produced unknown table {table!r}")
                 if row.get("dataset") != dataset:
                     row = {**row, "dataset": dataset}
+                if table == "documents":  # safety net; the readers reject repeats themselves with the line
+                    if row["doc_id"] in seen_docs:
+                        rejects.add(row.get("source") or path, row["doc_id"], "duplicate_document",
+                                    f"document id {row['doc_id']!r} seen before; the repeat is skipped", None)
+                        continue
+                    seen_docs.add(row["doc_id"])
                 w.write(table, row)
+                rows[table] = rows.get(table, 0) + 1
                 bar.update()
         finally:
             bar.close()
+        w.flush([t for t in TABLES if t != "rejects"])
+        _check_yield(name, path, rows, _expected(reader), rejects)
+        _check_shrink(out, prev, rows, _expected(reader), allow_shrink)
+        if prev:
+            _keep_version(out, prev)
         for r in rejects.rows:
             w.write("rejects", r)
         manifest = w.commit(
@@ -83,7 +269,6 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
                 "seconds": round(time.perf_counter() - t0, 3),
             }
         )
-    manifest["path"] = str(out)
     return manifest
 
 
@@ -116,7 +301,7 @@ def list_ingested(datasets_dir: str | Path | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["ingest", "ingest_samples", "list_ingested", "SCHEMA_VERSION"]
+__all__ = ["ingest", "ingest_samples", "list_ingested", "list_versions", "restore_version", "clean_stale_temp", "SCHEMA_VERSION"]
 
 
 def main(argv: list[str] | None = None) -> int:

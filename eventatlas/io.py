@@ -96,6 +96,9 @@ def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=schema)
 
 
+_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
 class TableWriter:
     """Stream dict rows into one Parquet file in batches; atomic on ``commit``.
 
@@ -103,7 +106,8 @@ class TableWriter:
     target is left as it was.
     """
 
-    def __init__(self, target: str | os.PathLike, schema: pa.Schema, batch_rows: int = 50_000):
+    def __init__(self, target: str | os.PathLike, schema: pa.Schema, batch_rows: int = 50_000, on_bad_row=None):
+        self.on_bad_row = on_bad_row  # (row, error) -> None: drop a row whose values do not fit the schema
         self.target = Path(target)
         self.schema = schema
         self.batch_rows = batch_rows
@@ -125,9 +129,26 @@ class TableWriter:
 
     def _flush(self) -> None:
         if self._buf:
-            self._writer.write_table(rows_to_table(self._buf, self.schema))
-            self.rows += len(self._buf)
+            try:
+                table = rows_to_table(self._buf, self.schema)
+            except _VALUE_ERRORS:
+                if self.on_bad_row is None:
+                    raise
+                table = self._without_bad_rows()
+            self._writer.write_table(table)
+            self.rows += table.num_rows
             self._buf = []
+
+    def _without_bad_rows(self) -> pa.Table:
+        """Only on a failed batch: convert row by row, hand the rows that do not fit to ``on_bad_row``."""
+        good = []
+        for r in self._buf:
+            try:
+                rows_to_table([r], self.schema)
+                good.append(r)
+            except _VALUE_ERRORS as e:
+                self.on_bad_row(r, e)
+        return rows_to_table(good, self.schema)
 
     def commit(self) -> Path:
         self._flush()
@@ -161,10 +182,19 @@ class DatasetWriter:
     writes ``manifest.json`` last (readers treat a dataset without a manifest as absent).
     """
 
-    def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None):
+    def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None, on_bad_row=None):
+        """``on_bad_row(table, row, error)``: called for a row whose values do not fit the table's schema
+        (then dropped); without it such a row fails the write."""
         self.out_dir = Path(out_dir)
         self.dataset = dataset
-        self.writers = {name: TableWriter(self.out_dir / f"{name}.parquet", TABLES[name]) for name in (tables or TABLES)}
+        self.writers = {name: TableWriter(self.out_dir / f"{name}.parquet", TABLES[name],
+                                          on_bad_row=None if on_bad_row is None else (lambda r, e, n=name: on_bad_row(n, r, e)))
+                        for name in (tables or TABLES)}
+
+    def flush(self, tables: Iterable[str]) -> None:
+        """Convert the buffered rows of ``tables`` now (so their bad rows are known before the rejects are written)."""
+        for t in tables:
+            self.writers[t]._flush()
 
     def write(self, table: str, row: Mapping[str, Any]) -> None:
         self.writers[table].write(row)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bz2
+import gzip
 import json
 
 import pytest
@@ -65,6 +66,21 @@ def test_broken_lines_and_unknown_datavalues_are_counted(world, tmp_path):
         assert "Q900100" not in got and "Q900101" not in got and "Q900103" in got
 
 
+@pytest.mark.parametrize("suffix", [".json.gz", ".json"])
+def test_truncated_last_line_is_a_reject_event_or_not(world, tmp_path, suffix):
+    """Issue 16: a dump whose last line is cut before any claim (cannot be an event) was dropped silently."""
+    lines = wikidata_lines(world)
+    cut = lines[2][:120]
+    raw = b"[\n" + b",\n".join(lines[3:] + [cut])  # the dump stops mid-line: no closing "]"
+    p = tmp_path / f"cut{suffix}"
+    p.write_bytes(gzip.compress(raw) if suffix.endswith(".gz") else raw)
+    for r in (W.scan_dump(p, LANGS), W.scan_dump(p, LANGS, workers=2)):
+        rej = [x for x in r.rejects if x["reason"] == "truncated_line"]
+        assert len(rej) == 1 and rej[0]["location"].endswith(f"byte {raw.rindex(cut)}"), r.rejects
+    whole = write_wikidata_dump(tmp_path / f"whole{suffix}", lines)
+    assert W.scan_dump(whole, LANGS).rejects == []  # a complete dump has no such reject
+
+
 def test_bad_bz2_tail_is_a_clear_error_and_nothing_lands(world, tmp_path):
     paths = write_dumps(world, tmp_path / "dumps", wikidata_compression="bz2")
     wd = tmp_path / "dumps" / "wikidata"
@@ -104,7 +120,18 @@ def test_xml_entities_refused(tmp_path):
     p = tmp_path / "evil.xml.bz2"
     p.write_bytes(bz2.compress(evil.encode()))
     b = DumpBackend({"wikidata": [], "wikipedia": {"en": {"xml": str(p)}}})
-    with pytest.raises(Exception, match="(?i)dtd|entit"):
+    # one InputError naming the dump (the CLI prints it as one line, exit 2), not defusedxml's DTDForbidden
+    with pytest.raises(InputError, match=rf"^{p}:after the start: refused unsafe XML \(DTDForbidden"):
+        list(b.iter_pages("en"))
+
+
+def test_malformed_page_names_the_dump(tmp_path):
+    bad = ('<mediawiki><page><title>A</title><ns>0</ns><id>1</id><revision><id>2</id><text>hi</text></revision></page>'
+           '<page><title>B</title><ns>0</ns><id>x</id></page></mediawiki>')
+    p = tmp_path / "bad.xml.bz2"
+    p.write_bytes(bz2.compress(bad.encode()))
+    b = DumpBackend({"wikidata": [], "wikipedia": {"en": {"xml": str(p)}}})
+    with pytest.raises(InputError, match=rf"^{p}:after page id 1 'A': malformed <page> \(ValueError: invalid literal"):
         list(b.iter_pages("en"))
 
 

@@ -72,9 +72,9 @@ def write_tsv(rows: list[tuple[str, list[str], str]], path: Path, header: str) -
 
 
 def _frame_names(framenet_dir: Path) -> list[str]:
-    import zipfile
+    from ..readers._zip import SafeZip
 
-    with zipfile.ZipFile(framenet_dir / "frame.zip") as z:
+    with SafeZip(framenet_dir / "frame.zip") as z:  # refuses '..'/absolute members, names a damaged archive
         return sorted(Path(n).stem for n in z.namelist() if n.endswith(".xml") and not n.endswith("frameIndex.xml"))
 
 

@@ -2,6 +2,7 @@
 alignment and mention rows whose offsets are checked before they are yielded."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -168,6 +169,24 @@ class MentionDedup:
         return True
 
 
+class DocumentIds:
+    """Document ids read so far: a repeat is a ``duplicate_document`` reject naming where the first was."""
+
+    def __init__(self) -> None:
+        self.where: dict[str, str] = {}
+
+    def repeated(self, rejects: Rejects, source: Path, location: str, doc_id: str, raw: Any = None) -> bool:
+        """True (and a reject) when ``doc_id`` was read before."""
+        if doc_id not in self.where:
+            return False
+        rejects.add(source, location, "duplicate_document",
+                    f"document id {doc_id!r} already read at {self.where[doc_id]}; this repeat is skipped", str(raw)[:300])
+        return True
+
+    def add(self, source: Path, location: str, doc_id: str) -> None:
+        self.where.setdefault(doc_id, f"{Path(source).name} {location}")
+
+
 def mention_row(
     dataset: str,
     doc_id: str,
@@ -232,3 +251,21 @@ def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, s
     if not check_span(rejects, source, location, sentence, cs, ce, event["text"], event):
         return None
     return cs, ce
+
+
+# Python errors a malformed record provokes (a string where a list belongs, "x" where an offset
+# belongs, a list where an id belongs); inside a reader they mean bad input, not a bug.
+DATA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError)
+
+
+@contextlib.contextmanager
+def record_guard(rejects: Rejects, source: Any, location: Any, raw: Any = None) -> Iterator[None]:
+    """Turn a wrong-type field or non-integer offset in one record into a ``bad_record`` reject that
+    names file and record, so the ingest goes on with the next record (InputError passes through).
+    Rows the record yielded before the failure stay (they were valid); the reject counts it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except DATA_ERRORS as e:
+        rejects.add(source, location, "bad_record", f"{type(e).__name__}: {e}", str(raw)[:300] if raw is not None else None)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, read_text
+from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, read_text, record_guard
 from ._xml import child, children, parse_bytes
 
 DEFAULT_DATASET = "ace2005"
@@ -113,7 +113,17 @@ def _charseq(el):
     cs = child(el, "charseq") if el is not None else None
     if cs is None or cs.get("START") is None or cs.get("END") is None:
         return None
-    return int(cs.get("START")), int(cs.get("END")) + 1, cs.text or ""
+    st, en = cs.get("START"), cs.get("END")
+    if not (st.isdigit() and en.isdigit()):
+        raise ValueError(f"<{el.tag}> charseq START={st!r} END={en!r}: offsets must be non-negative integers")
+    return int(st), int(en) + 1, cs.text or ""
+
+
+def _charseq_or_none(el):
+    try:
+        return _charseq(el)
+    except ValueError:
+        return None  # reported where its event_mention is read
 
 
 def _same(a: str, b: str) -> bool:
@@ -127,6 +137,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         raise ValueError(f"offsets must be auto, raw or stripped, not {offsets!r}")
     path = Path(path)
     apfs = sorted(path.rglob("*.apf.xml")) if path.is_dir() else [path]
+    if not path.is_dir() and not path.name.endswith(".apf.xml"):
+        raise InputError(path, "-", "this does not look like ace2005 input: expected an *.apf.xml annotation file "
+                         "(its .sgm source beside it) or a directory holding them")
     if not apfs:
         raise InputError(path, "-", "no *.apf.xml files found")
     split_of = _split_map(splits)
@@ -167,48 +180,49 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         # sent_idx = rank of the mention's ldc_scope among the document's scopes (ACE has no sentence
         # split); it keeps mention ids apart when two scopes hold the same relative trigger span
         scopes = sorted({(c[0], c[1]) for em in doc.iter() if em.tag == "event_mention"
-                         for c in [_charseq(child(em, "ldc_scope")) or _charseq(child(em, "extent")) or _charseq(child(em, "anchor"))] if c})
+                         for c in [_charseq_or_none(child(em, "ldc_scope")) or _charseq_or_none(child(em, "extent")) or _charseq_or_none(child(em, "anchor"))] if c})
         scope_idx = {sp: i for i, sp in enumerate(scopes)}
         for ev in children(doc, "event"):
             etype = f"{ev.get('TYPE')}.{ev.get('SUBTYPE')}"
             seen_types.add(etype)
             for em in children(ev, "event_mention"):
                 loc = f"event_mention {em.get('ID')}"
-                anchor, scope, extent = _charseq(child(em, "anchor")), _charseq(child(em, "ldc_scope")), _charseq(child(em, "extent"))
-                if anchor is None:
-                    rejects.add(apf, loc, "missing_field", "event_mention has no anchor charseq", None)
-                    continue
-                if scope is None:
-                    scope = extent or anchor
-                bad = [n for n, cs in (("anchor", anchor), ("ldc_scope", scope)) if not _same(text[cs[0] : cs[1]], cs[2])]
-                if bad:
-                    for n in bad:
-                        cs = anchor if n == "anchor" else scope
-                        rejects.add(apf, loc, "offset_mismatch", f"{n} [{cs[0]}, {cs[1] - 1}] in {basis} {sgm.name} is {text[cs[0]:cs[1]]!r}, apf says {cs[2]!r}", cs[2])
-                    continue
-                sentence = text[scope[0] : scope[1]]
-                ts, te = anchor[0] - scope[0], anchor[1] - scope[0]
-                if not (0 <= ts < te <= len(sentence)):
-                    rejects.add(apf, loc, "anchor_outside_scope", f"anchor [{anchor[0]}, {anchor[1]}) not inside ldc_scope [{scope[0]}, {scope[1]})", anchor[2])
-                    continue
-                if not check_span(rejects, apf, loc, sentence, ts, te, text[anchor[0] : anchor[1]]):
-                    continue
-                sc = None
-                if extent and scope[0] <= extent[0] and extent[1] <= scope[1]:
-                    sc = (extent[0] - scope[0], extent[1] - scope[0])
-                args = []
-                for arg in children(em, "event_mention_argument"):
-                    a = _charseq(child(arg, "extent"))
-                    st = en = None
-                    if a and scope[0] <= a[0] and a[1] <= scope[1] and _same(text[a[0] : a[1]], a[2]):
-                        st, en = a[0] - scope[0], a[1] - scope[0]
-                    args.append({"role": arg.get("ROLE"), "text": text[a[0] : a[1]] if st is not None else (a[2] if a else None),
-                                 "start": st, "end": en, "entity_id": arg.get("REFID")})
-                row = mention_row(dataset, doc_id, scope_idx.get((scope[0], scope[1])), sentence, ts, te, [etype], split=split, scope=sc, arguments=args,
-                                  extra={"event_id": ev.get("ID"), "mention_id": em.get("ID"), "doc_offset": anchor[0],
-                                         **{k.lower(): ev.get(k) for k in ("MODALITY", "POLARITY", "GENERICITY", "TENSE") if ev.get(k)}})
-                if dedup.first(row["mention_id"]):
-                    yield "mentions", row
+                with record_guard(rejects, apf, loc, None):  # e.g. START="abc": a reject naming file and event_mention
+                    anchor, scope, extent = _charseq(child(em, "anchor")), _charseq(child(em, "ldc_scope")), _charseq(child(em, "extent"))
+                    if anchor is None:
+                        rejects.add(apf, loc, "missing_field", "event_mention has no anchor charseq", None)
+                        continue
+                    if scope is None:
+                        scope = extent or anchor
+                    bad = [n for n, cs in (("anchor", anchor), ("ldc_scope", scope)) if not _same(text[cs[0] : cs[1]], cs[2])]
+                    if bad:
+                        for n in bad:
+                            cs = anchor if n == "anchor" else scope
+                            rejects.add(apf, loc, "offset_mismatch", f"{n} [{cs[0]}, {cs[1] - 1}] in {basis} {sgm.name} is {text[cs[0]:cs[1]]!r}, apf says {cs[2]!r}", cs[2])
+                        continue
+                    sentence = text[scope[0] : scope[1]]
+                    ts, te = anchor[0] - scope[0], anchor[1] - scope[0]
+                    if not (0 <= ts < te <= len(sentence)):
+                        rejects.add(apf, loc, "anchor_outside_scope", f"anchor [{anchor[0]}, {anchor[1]}) not inside ldc_scope [{scope[0]}, {scope[1]})", anchor[2])
+                        continue
+                    if not check_span(rejects, apf, loc, sentence, ts, te, text[anchor[0] : anchor[1]]):
+                        continue
+                    sc = None
+                    if extent and scope[0] <= extent[0] and extent[1] <= scope[1]:
+                        sc = (extent[0] - scope[0], extent[1] - scope[0])
+                    args = []
+                    for arg in children(em, "event_mention_argument"):
+                        a = _charseq(child(arg, "extent"))
+                        st = en = None
+                        if a and scope[0] <= a[0] and a[1] <= scope[1] and _same(text[a[0] : a[1]], a[2]):
+                            st, en = a[0] - scope[0], a[1] - scope[0]
+                        args.append({"role": arg.get("ROLE"), "text": text[a[0] : a[1]] if st is not None else (a[2] if a else None),
+                                     "start": st, "end": en, "entity_id": arg.get("REFID")})
+                    row = mention_row(dataset, doc_id, scope_idx.get((scope[0], scope[1])), sentence, ts, te, [etype], split=split, scope=sc, arguments=args,
+                                      extra={"event_id": ev.get("ID"), "mention_id": em.get("ID"), "doc_offset": anchor[0],
+                                             **{k.lower(): ev.get(k) for k in ("MODALITY", "POLARITY", "GENERICITY", "TENSE") if ev.get(k)}})
+                    if dedup.first(row["mention_id"]):
+                        yield "mentions", row
     bump(stats, "duplicate_mentions", dedup.duplicates)
     for t in sorted(seen_types - set(TYPES)):
         rejects.add(None, t, "unknown_type", f"{t} is not an ACE 2005 event subtype (kept, without definition)", None)

@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import html
 import re
-import zipfile
 from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects, stable_id
-from ._common import MentionDedup, bump, check_span, dumps, mention_row
+from ._common import MentionDedup, bump, check_span, dumps, mention_row, record_guard
 from ._xml import child, children, local, parse_bytes
+from ._zip import SafeZip, looks_like_zip
 
 DEFAULT_DATASET = "framenet"
 ONTOLOGY = "FrameNet"
+EXPECTED_TABLES = ("event_types", "mentions")  # frames alone (annotations=False) are a valid ingest
 _TAG = re.compile(r"<[^>]+>")
 _EX = re.compile(r"<ex>(.*?)</ex>", re.S)
 _WS = re.compile(r"\s+")
@@ -57,18 +58,28 @@ def split_definition(raw: str | None) -> tuple[str, list[str]]:
 
 
 class _Source:
-    """Uniform access to a release as a directory, a directory with frame.zip, or one zip."""
+    """Uniform access to a release as a directory, a directory with frame.zip, or one zip.
 
-    def __init__(self, path: Path):
+    Zips go through :class:`~eventatlas.readers._zip.SafeZip`: members with ``..`` or an absolute
+    path are refused, members are inflated in chunks under a size / expansion-ratio cap
+    (``zip_max_bytes`` / ``zip_max_ratio`` reader options or their env vars) and a damaged archive
+    is named as such."""
+
+    def __init__(self, path: Path, *, zip_max_bytes: int | None = None, zip_max_ratio: float | None = None):
         self.path = path
-        self.zips: list[zipfile.ZipFile] = []
-        if path.is_file() and zipfile.is_zipfile(path):
-            self.zips.append(zipfile.ZipFile(path))
-        elif path.is_dir():
-            for z in sorted(path.glob("*.zip")):
-                self.zips.append(zipfile.ZipFile(z))
-        else:
-            raise InputError(path, "-", "expected a FrameNet release directory or zip")
+        self.zips: list[SafeZip] = []
+        caps = {"max_bytes": zip_max_bytes, "max_ratio": zip_max_ratio}
+        try:
+            if path.is_file() and looks_like_zip(path):
+                self.zips.append(SafeZip(path, **caps))
+            elif path.is_dir():
+                for z in sorted(path.glob("*.zip")):
+                    self.zips.append(SafeZip(z, **caps))
+            else:
+                raise InputError(path, "-", "expected a FrameNet release directory or zip")
+        except BaseException:
+            self.close()
+            raise
 
     def files(self, folder: str) -> list[tuple[str, callable]]:
         """(display name, reader) for ``folder/*.xml`` in the directory and in any zip."""
@@ -149,40 +160,43 @@ def _annotated_sentences(root, default_frame=None, default_lu=None):
 def _mentions_from(root, fname, dataset, rejects, dedup, split, doc_id, stats, default_frame=None, default_lu=None, lu_pos=None):
     for sent, text, aset, frame, lu in _annotated_sentences(root, default_frame, default_lu):
         loc = f"sentence {sent.get('ID')} annotationSet {aset.get('ID')}"
-        if text is None:
-            rejects.add(fname, loc, "missing_field", "sentence has no <text>", None)
-            continue
-        tspans, args = [], []
-        for layer in children(aset, "layer"):
-            if layer.get("name") == "Target":
-                for lab in children(layer, "label"):
-                    if lab.get("start") is not None and lab.get("end") is not None:
-                        tspans.append((int(lab.get("start")), int(lab.get("end")) + 1))  # FrameNet end is inclusive
-            elif layer.get("name") == "FE" and layer.get("rank", "1") == "1":
-                for lab in children(layer, "label"):
-                    if lab.get("start") is not None and lab.get("end") is not None:
-                        s, e = int(lab.get("start")), int(lab.get("end")) + 1
-                        args.append({"role": lab.get("name"), "text": text[s:e], "start": s, "end": e, "entity_id": None})
-                    else:
-                        args.append({"role": lab.get("name"), "text": None, "start": None, "end": None, "entity_id": lab.get("itype")})
-        if not tspans:
-            bump(stats, "annotation_sets_without_target")
-            continue
-        tspans.sort()
-        s, e = tspans[0][0], tspans[-1][1]
-        if not check_span(rejects, fname, loc, text, s, e, text[s:e] if 0 <= s < e <= len(text) else None, {"spans": tspans}):
-            continue
-        sid = sent.get("ID")
-        row = mention_row(dataset, doc_id or f"sent{sid}", int(sid) if sid and sid.isdigit() else None, text, s, e, [frame], split=split,
-                          arguments=args, extra={"lu": lu, "pos": (lu.rsplit(".", 1)[-1] if lu and "." in lu else lu_pos),
-                                                 "target_spans": tspans if len(tspans) > 1 else None,
-                                                 "annotation_set": aset.get("ID"), "status": aset.get("status")})
-        if dedup.first(row["mention_id"]):
-            yield row
+        with record_guard(rejects, fname, loc, None):  # e.g. start="x": a reject naming file and annotation set
+            if text is None:
+                rejects.add(fname, loc, "missing_field", "sentence has no <text>", None)
+                continue
+            tspans, args = [], []
+            for layer in children(aset, "layer"):
+                if layer.get("name") == "Target":
+                    for lab in children(layer, "label"):
+                        if lab.get("start") is not None and lab.get("end") is not None:
+                            tspans.append((int(lab.get("start")), int(lab.get("end")) + 1))  # FrameNet end is inclusive
+                elif layer.get("name") == "FE" and layer.get("rank", "1") == "1":
+                    for lab in children(layer, "label"):
+                        if lab.get("start") is not None and lab.get("end") is not None:
+                            s, e = int(lab.get("start")), int(lab.get("end")) + 1
+                            args.append({"role": lab.get("name"), "text": text[s:e], "start": s, "end": e, "entity_id": None})
+                        else:
+                            args.append({"role": lab.get("name"), "text": None, "start": None, "end": None, "entity_id": lab.get("itype")})
+            if not tspans:
+                bump(stats, "annotation_sets_without_target")
+                continue
+            tspans.sort()
+            s, e = tspans[0][0], tspans[-1][1]
+            if not check_span(rejects, fname, loc, text, s, e, text[s:e] if 0 <= s < e <= len(text) else None, {"spans": tspans}):
+                continue
+            sid = sent.get("ID")
+            row = mention_row(dataset, doc_id or f"sent{sid}", int(sid) if sid and sid.isdigit() else None, text, s, e, [frame], split=split,
+                              arguments=args, extra={"lu": lu, "pos": (lu.rsplit(".", 1)[-1] if lu and "." in lu else lu_pos),
+                                                     "target_spans": tspans if len(tspans) > 1 else None,
+                                                     "annotation_set": aset.get("ID"), "status": aset.get("status")})
+            if dedup.first(row["mention_id"]):
+                yield row
 
 
-def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, annotations: bool = True, **opts) -> Iterator[tuple[str, dict]]:
-    src = _Source(Path(path))
+def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, annotations: bool = True,
+         zip_max_bytes: int | None = None, zip_max_ratio: float | None = None, **opts) -> Iterator[tuple[str, dict]]:
+    src = _Source(Path(path), zip_max_bytes=None if zip_max_bytes is None else int(zip_max_bytes),
+                  zip_max_ratio=None if zip_max_ratio is None else float(zip_max_ratio))
     try:
         rels = _relations(src, rejects)
         frames = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, iter_jsonl, mention_row, require
+from ._common import MentionDedup, bump, check_span, iter_jsonl, mention_row, record_guard, require
 from .framenet import sentence_doc_id
 
 DEFAULT_DATASET = "framenet_fulltext"
@@ -35,39 +35,40 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
         split = _split(f)
         for n, obj in iter_jsonl(f):
             loc = f"line {n}"
-            miss = require(obj, ("text", "target", "frame"))
-            if miss:
-                rejects.add(f, loc, "missing_field", f"annotation lacks {', '.join(miss)}", obj)
-                continue
-            text, tgt = obj["text"], obj["target"]
-            if not (isinstance(tgt, list) and len(tgt) == 2 and all(isinstance(x, int) for x in tgt)):
-                rejects.add(f, loc, "bad_offsets", f"target {tgt!r} is not [start, end)", obj)
-                continue
-            s, e = tgt
-            # the source gives no trigger string: the check is that the span is inside the text and
-            # on token boundaries when tokens are given (a shifted span would cut a token)
-            trig = text[s:e] if 0 <= s < e <= len(text) else None
-            if trig is not None and obj.get("tokens") and not _on_token_boundaries(text, s, e):
-                rejects.add(f, loc, "offset_mismatch", f"target [{s}, {e}) = {trig!r} does not fall on token boundaries", obj)
-                continue
-            if not check_span(rejects, f, loc, text, s, e, trig, obj):
-                continue
-            args = []
-            for fe in obj.get("fe") or []:
-                if isinstance(fe, list) and len(fe) == 3 and isinstance(fe[1], int) and isinstance(fe[2], int) and 0 <= fe[1] <= fe[2] <= len(text):
-                    args.append({"role": fe[0], "text": text[fe[1] : fe[2]], "start": fe[1], "end": fe[2], "entity_id": None})
-                else:
-                    rejects.add(f, loc, "bad_argument", f"frame element {fe!r} is not [name, start, end) inside the text", fe)
-            lu = obj.get("lu")
-            doc_id = sentence_doc_id(text)
-            row = mention_row(dataset, doc_id, 0, text, s, e, [obj["frame"]], split=split, arguments=args,
-                              extra={"lu": lu, "pos": lu.rsplit(".", 1)[-1] if isinstance(lu, str) and "." in lu else None})
-            if not dedup.first(row["mention_id"]):
-                continue
-            if doc_id not in docs:
-                docs.add(doc_id)
-                yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [text], "source": f.name, "split": split}
-            yield "mentions", row
+            with record_guard(rejects, f, loc, obj):
+                miss = require(obj, ("text", "target", "frame"))
+                if miss:
+                    rejects.add(f, loc, "missing_field", f"annotation lacks {', '.join(miss)}", obj)
+                    continue
+                text, tgt = obj["text"], obj["target"]
+                if not (isinstance(tgt, list) and len(tgt) == 2 and all(isinstance(x, int) for x in tgt)):
+                    rejects.add(f, loc, "bad_offsets", f"target {tgt!r} is not [start, end)", obj)
+                    continue
+                s, e = tgt
+                # the source gives no trigger string: the check is that the span is inside the text and
+                # on token boundaries when tokens are given (a shifted span would cut a token)
+                trig = text[s:e] if 0 <= s < e <= len(text) else None
+                if trig is not None and obj.get("tokens") and not _on_token_boundaries(text, s, e):
+                    rejects.add(f, loc, "offset_mismatch", f"target [{s}, {e}) = {trig!r} does not fall on token boundaries", obj)
+                    continue
+                if not check_span(rejects, f, loc, text, s, e, trig, obj):
+                    continue
+                args = []
+                for fe in obj.get("fe") or []:
+                    if isinstance(fe, list) and len(fe) == 3 and isinstance(fe[1], int) and isinstance(fe[2], int) and 0 <= fe[1] <= fe[2] <= len(text):
+                        args.append({"role": fe[0], "text": text[fe[1] : fe[2]], "start": fe[1], "end": fe[2], "entity_id": None})
+                    else:
+                        rejects.add(f, loc, "bad_argument", f"frame element {fe!r} is not [name, start, end) inside the text", fe)
+                lu = obj.get("lu")
+                doc_id = sentence_doc_id(text)
+                row = mention_row(dataset, doc_id, 0, text, s, e, [obj["frame"]], split=split, arguments=args,
+                                  extra={"lu": lu, "pos": lu.rsplit(".", 1)[-1] if isinstance(lu, str) and "." in lu else None})
+                if not dedup.first(row["mention_id"]):
+                    continue
+                if doc_id not in docs:
+                    docs.add(doc_id)
+                    yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [text], "source": f.name, "split": split}
+                yield "mentions", row
     bump(stats, "duplicate_mentions", dedup.duplicates)
 
 

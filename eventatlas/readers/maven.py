@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, require, sentence_and_spans
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "maven"
 ONTOLOGY = "MAVEN"
@@ -51,68 +51,76 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
     defs = load_definitions(Path(definitions) if definitions else None)
     dedup = MentionDedup()
     types: dict[str, int | None] = {}
+    doc_ids = DocumentIds()
     for f, split in _files(path):
         for n, doc in iter_jsonl(f):
             loc = f"line {n}"
-            miss = require(doc, ("id", "content"))
-            if miss:
-                rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
-                continue
-            doc_id = str(doc["id"])
-            sents = []
-            for si, s in enumerate(doc["content"]):
-                if require(s, ("tokens",)):
-                    sents.append(None)
-                    rejects.add(f, f"{loc} content[{si}]", "missing_field", "sentence lacks tokens", s)
-                    continue
-                text, spans, aligned = sentence_and_spans(s.get("sentence"), s["tokens"])
-                if not aligned:
-                    bump(stats, "sentence_from_tokens")
-                sents.append((text, spans))
-            yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": doc.get("title"), "language": "en",
-                                "sentences": [s[0] if s else None for s in sents], "source": f.name, "split": split, "extra": None}
-
-            def one(m, mloc, labels, extra):
-                miss = require(m, ("sent_id", "offset", "trigger_word"))
+            with record_guard(rejects, f, loc, doc):
+                miss = require(doc, ("id", "content"))
                 if miss:
-                    rejects.add(f, mloc, "missing_field", f"mention lacks {', '.join(miss)}", m)
-                    return None
-                si, off = m["sent_id"], m["offset"]
-                if not (isinstance(si, int) and 0 <= si < len(sents) and sents[si]):
-                    rejects.add(f, mloc, "bad_sentence", f"sent_id {si!r} not in document ({len(sents)} sentences)", m)
-                    return None
-                text, spans = sents[si]
-                if not (isinstance(off, list) and len(off) == 2 and all(isinstance(x, int) for x in off) and 0 <= off[0] < off[1] <= len(spans)):
-                    rejects.add(f, mloc, "bad_offsets", f"offset {off!r} outside {len(spans)} tokens", m)
-                    return None
-                cs, ce = spans[off[0]][0], spans[off[1] - 1][1]
-                if not check_span(rejects, f, mloc, text, cs, ce, m["trigger_word"], m):
-                    return None
-                return mention_row(dataset, doc_id, si, text, cs, ce, labels, split=split,
-                                   extra={**extra, "source_mention_id": m.get("id"), "token_span": off})
-
-            for ei, ev in enumerate(doc.get("events") or []):
-                miss = require(ev, ("type", "mention"))
-                if miss:
-                    rejects.add(f, f"{loc} events[{ei}]", "missing_field", f"event lacks {', '.join(miss)}", ev)
+                    rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
                     continue
-                types.setdefault(ev["type"], ev.get("type_id"))
-                first = None
-                for mi, m in enumerate(ev["mention"]):
-                    row = one(m, f"{loc} events[{ei}].mention[{mi}]", [ev["type"]], {"event_id": ev.get("id"), "type_id": ev.get("type_id")})
-                    if row is None or not dedup.first(row["mention_id"]):
+                doc_id = str(doc["id"])
+                if doc_ids.repeated(rejects, f, loc, doc_id, doc):
+                    continue
+                doc_ids.add(f, loc, doc_id)
+                if not isinstance(doc["content"], list):
+                    rejects.add(f, loc, "bad_field", f"content is {type(doc['content']).__name__}, expected a list of sentences", str(doc)[:300])
+                    continue
+                sents = []
+                for si, s in enumerate(doc["content"]):
+                    if require(s, ("tokens",)):
+                        sents.append(None)
+                        rejects.add(f, f"{loc} content[{si}]", "missing_field", "sentence lacks tokens", s)
                         continue
-                    yield "mentions", row
-                    if first is None:
-                        first = row["mention_id"]
-                    else:
-                        yield "mention_relations", {"dataset": dataset, "source_mention_id": row["mention_id"], "target_mention_id": first, "relation": "coref"}
-            bump(stats, "negative_triggers", len(doc.get("negative_triggers") or []))
-            for ci, m in enumerate(doc.get("candidates") or []):
-                row = one(m, f"{loc} candidates[{ci}]", [], {"candidate": True})
-                if row is not None and dedup.first(row["mention_id"]):
-                    bump(stats, "test_candidates")
-                    yield "mentions", row
+                    text, spans, aligned = sentence_and_spans(s.get("sentence"), s["tokens"])
+                    if not aligned:
+                        bump(stats, "sentence_from_tokens")
+                    sents.append((text, spans))
+                yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": doc.get("title"), "language": "en",
+                                    "sentences": [s[0] if s else None for s in sents], "source": f.name, "split": split, "extra": None}
+
+                def one(m, mloc, labels, extra):
+                    miss = require(m, ("sent_id", "offset", "trigger_word"))
+                    if miss:
+                        rejects.add(f, mloc, "missing_field", f"mention lacks {', '.join(miss)}", m)
+                        return None
+                    si, off = m["sent_id"], m["offset"]
+                    if not (isinstance(si, int) and 0 <= si < len(sents) and sents[si]):
+                        rejects.add(f, mloc, "bad_sentence", f"sent_id {si!r} not in document ({len(sents)} sentences)", m)
+                        return None
+                    text, spans = sents[si]
+                    if not (isinstance(off, list) and len(off) == 2 and all(isinstance(x, int) for x in off) and 0 <= off[0] < off[1] <= len(spans)):
+                        rejects.add(f, mloc, "bad_offsets", f"offset {off!r} outside {len(spans)} tokens", m)
+                        return None
+                    cs, ce = spans[off[0]][0], spans[off[1] - 1][1]
+                    if not check_span(rejects, f, mloc, text, cs, ce, m["trigger_word"], m):
+                        return None
+                    return mention_row(dataset, doc_id, si, text, cs, ce, labels, split=split,
+                                       extra={**extra, "source_mention_id": m.get("id"), "token_span": off})
+
+                for ei, ev in enumerate(doc.get("events") or []):
+                    miss = require(ev, ("type", "mention"))
+                    if miss:
+                        rejects.add(f, f"{loc} events[{ei}]", "missing_field", f"event lacks {', '.join(miss)}", ev)
+                        continue
+                    types.setdefault(ev["type"], ev.get("type_id"))
+                    first = None
+                    for mi, m in enumerate(ev["mention"]):
+                        row = one(m, f"{loc} events[{ei}].mention[{mi}]", [ev["type"]], {"event_id": ev.get("id"), "type_id": ev.get("type_id")})
+                        if row is None or not dedup.first(row["mention_id"]):
+                            continue
+                        yield "mentions", row
+                        if first is None:
+                            first = row["mention_id"]
+                        else:
+                            yield "mention_relations", {"dataset": dataset, "source_mention_id": row["mention_id"], "target_mention_id": first, "relation": "coref"}
+                bump(stats, "negative_triggers", len(doc.get("negative_triggers") or []))
+                for ci, m in enumerate(doc.get("candidates") or []):
+                    row = one(m, f"{loc} candidates[{ci}]", [], {"candidate": True})
+                    if row is not None and dedup.first(row["mention_id"]):
+                        bump(stats, "test_candidates")
+                        yield "mentions", row
     bump(stats, "duplicate_mentions", dedup.duplicates)
     for t in sorted(set(types) | set(defs)):
         yield "event_types", {"dataset": dataset, "type_id": t, "name": t.replace("_", " "), "definition": defs.get(t),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import bump, join_tokens, load_json, mention_row, require, token_event_span
+from ._common import bump, join_tokens, load_json, mention_row, record_guard, require, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_fewshot"
@@ -52,28 +52,29 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
         for key, insts in data.items():
             for ii, inst in enumerate(insts):
                 loc = f"{key}[{ii}]"
-                miss = require(inst, ("id", "tokens", "events"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"instance lacks {', '.join(miss)}", inst)
-                    continue
-                bump(stats, "instances")
-                doc_id = str(inst["id"])
-                sentence, spans = join_tokens(inst["tokens"])
-                if doc_id in docs and docs[doc_id][0] != sentence:
-                    rejects.add(f, loc, "conflicting_instance", f"id {doc_id} seen with different tokens", inst["id"])
-                    continue
-                docs.setdefault(doc_id, (sentence, f.name))
-                for ei, e in enumerate(inst["events"]):
-                    span = token_event_span(rejects, f, f"{loc}.events[{ei}]", e, spans, sentence)
-                    if span is None:
+                with record_guard(rejects, f, loc, inst):
+                    miss = require(inst, ("id", "tokens", "events"))
+                    if miss:
+                        rejects.add(f, loc, "missing_field", f"instance lacks {', '.join(miss)}", inst)
                         continue
-                    cs, ce = span
-                    et = e["event_type"]
-                    types.add(et)
-                    row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [et], split=split_of.get(et, f.stem))
-                    mid = row["mention_id"]
-                    rows.setdefault(mid, row)
-                    listed.setdefault(mid, set()).add(key)
+                    bump(stats, "instances")
+                    doc_id = str(inst["id"])
+                    sentence, spans = join_tokens(inst["tokens"])
+                    if doc_id in docs and docs[doc_id][0] != sentence:
+                        rejects.add(f, loc, "conflicting_instance", f"id {doc_id} seen with different tokens", inst["id"])
+                        continue
+                    docs.setdefault(doc_id, (sentence, f.name))
+                    for ei, e in enumerate(inst["events"]):
+                        span = token_event_span(rejects, f, f"{loc}.events[{ei}]", e, spans, sentence)
+                        if span is None:
+                            continue
+                        cs, ce = span
+                        et = e["event_type"]
+                        types.add(et)
+                        row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [et], split=split_of.get(et, f.stem))
+                        mid = row["mention_id"]
+                        rows.setdefault(mid, row)
+                        listed.setdefault(mid, set()).add(key)
     for doc_id, (sentence, src) in docs.items():
         yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [sentence], "source": src, "split": None}
     for mid, row in rows.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, join_tokens, load_json, mention_row, require, token_event_span
+from ._common import MentionDedup, bump, join_tokens, load_json, mention_row, record_guard, require, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_sentences"
@@ -44,39 +44,40 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
             raise InputError(f, "top level", "expected a JSON list of {id, tokens, events} sentences")
         for si, inst in enumerate(data):
             loc = f"[{si}]"
-            if not isinstance(inst, dict):
-                rejects.add(f, loc, "bad_record", f"expected an object, got {type(inst).__name__}", inst)
-                continue
-            miss = require(inst, ("id", "tokens", "events"))
-            if miss:
-                rejects.add(f, loc, "missing_field", f"sentence lacks {', '.join(miss)}", inst)
-                continue
-            if not isinstance(inst["tokens"], list) or not all(isinstance(t, str) for t in inst["tokens"]):
-                rejects.add(f, loc, "bad_tokens", "tokens must be a list of strings", inst.get("id"))
-                continue
-            doc_id = str(inst["id"])
-            if doc_id in seen_ids:
-                rejects.add(f, loc, "duplicate_document", f"sentence id {doc_id} appears again", inst["id"])
-                continue
-            seen_ids.add(doc_id)
-            sentence, spans = join_tokens(inst["tokens"])
-            events = inst["events"] if isinstance(inst["events"], list) else []
-            bump(stats, "sentences")
-            if not events:
-                bump(stats, "sentences_without_events")
-            yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [sentence],
-                                "source": f.name, "split": f.stem, "extra": json.dumps({"n_events": len(events)})}
-            for ei, e in enumerate(events):
-                span = token_event_span(rejects, f, f"{loc}.events[{ei}]", e, spans, sentence)
-                if span is None:
+            with record_guard(rejects, f, loc, inst):
+                if not isinstance(inst, dict):
+                    rejects.add(f, loc, "bad_record", f"expected an object, got {type(inst).__name__}", inst)
                     continue
-                cs, ce = span
-                row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [e["event_type"]], split=f.stem)
-                if not dedup.first(row["mention_id"]):
-                    bump(stats, "duplicate_mentions")
+                miss = require(inst, ("id", "tokens", "events"))
+                if miss:
+                    rejects.add(f, loc, "missing_field", f"sentence lacks {', '.join(miss)}", inst)
                     continue
-                types.add(e["event_type"])
-                yield "mentions", row
+                if not isinstance(inst["tokens"], list) or not all(isinstance(t, str) for t in inst["tokens"]):
+                    rejects.add(f, loc, "bad_tokens", "tokens must be a list of strings", inst.get("id"))
+                    continue
+                doc_id = str(inst["id"])
+                if doc_id in seen_ids:
+                    rejects.add(f, loc, "duplicate_document", f"sentence id {doc_id} appears again", inst["id"])
+                    continue
+                seen_ids.add(doc_id)
+                sentence, spans = join_tokens(inst["tokens"])
+                events = inst["events"] if isinstance(inst["events"], list) else []
+                bump(stats, "sentences")
+                if not events:
+                    bump(stats, "sentences_without_events")
+                yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [sentence],
+                                    "source": f.name, "split": f.stem, "extra": json.dumps({"n_events": len(events)})}
+                for ei, e in enumerate(events):
+                    span = token_event_span(rejects, f, f"{loc}.events[{ei}]", e, spans, sentence)
+                    if span is None:
+                        continue
+                    cs, ce = span
+                    row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [e["event_type"]], split=f.stem)
+                    if not dedup.first(row["mention_id"]):
+                        bump(stats, "duplicate_mentions")
+                        continue
+                    types.add(e["event_type"])
+                    yield "mentions", row
     for t in sorted(types):
         yield "event_types", {"dataset": dataset, "type_id": t, "name": t.replace("_", " "), "definition": defs.get(t),
                               "parent_id": None, "ontology": "MAVEN", "extra": None}

@@ -4,4 +4,5 @@ from __future__ import annotations
 from .event_similarity import read_mcnc as read
 
 DEFAULT_DATASET = "mcnc"
+EXPECTED_TABLES = ("event_pairs",)  # ingest refuses a run that yields none
 __all__ = ["read", "DEFAULT_DATASET"]

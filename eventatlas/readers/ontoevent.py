@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import bump, check_span, dumps, load_json, mention_id, mention_row, require, sentence_and_spans
+from ._common import bump, check_span, dumps, load_json, mention_id, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "ontoevent_maven"
 ONTOLOGY = "OntoEvent"
@@ -101,36 +101,38 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
     for rel in MENTION_RELATIONS:
         for i, pair in enumerate(data.get(rel) or []):
             loc = f"{rel}[{i}]"
-            if not (isinstance(pair, list) and len(pair) == 2):
-                rejects.add(src, loc, "bad_pair", "expected [mention, mention]", pair)
-                continue
-            pending: list[dict] = []
-            a, b = mention(pair[0], loc + "[0]"), mention(pair[1], loc + "[1]")
-            for row in pending:
-                yield "mentions", row
-            if a is None or b is None:
-                rejects.add(src, loc, "relation_dropped", "a mention of the pair was rejected", None)
-                continue
-            t = (a, b, rel)
-            if t in seen_rel:
-                bump(stats, "duplicate_relations")
-                continue
-            seen_rel.add(t)
-            yield "mention_relations", {"dataset": dataset, "source_mention_id": a, "target_mention_id": b, "relation": rel}
+            with record_guard(rejects, src, loc, pair):
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    rejects.add(src, loc, "bad_pair", "expected [mention, mention]", pair)
+                    continue
+                pending: list[dict] = []
+                a, b = mention(pair[0], loc + "[0]"), mention(pair[1], loc + "[1]")
+                for row in pending:
+                    yield "mentions", row
+                if a is None or b is None:
+                    rejects.add(src, loc, "relation_dropped", "a mention of the pair was rejected", None)
+                    continue
+                t = (a, b, rel)
+                if t in seen_rel:
+                    bump(stats, "duplicate_relations")
+                    continue
+                seen_rel.add(t)
+                yield "mention_relations", {"dataset": dataset, "source_mention_id": a, "target_mention_id": b, "relation": rel}
 
     seen_trel: set[tuple] = set()
     for rel in TYPE_RELATIONS:
         for i, pair in enumerate(data.get(rel) or []):
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) and x for x in pair)):
-                rejects.add(src, f"{rel}[{i}]", "bad_pair", "expected [type, type]", pair)
-                continue
-            types.update(pair)
-            t = (pair[0], pair[1], rel)
-            if t in seen_trel:
-                continue
-            seen_trel.add(t)
-            yield "type_relations", {"dataset": dataset, "source_id": pair[0], "target_id": pair[1], "relation": rel,
-                                     "source_ontology": ONTOLOGY, "target_ontology": ONTOLOGY}
+            with record_guard(rejects, src, f"{rel}[{i}]", pair):
+                if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) and x for x in pair)):
+                    rejects.add(src, f"{rel}[{i}]", "bad_pair", "expected [type, type]", pair)
+                    continue
+                types.update(pair)
+                t = (pair[0], pair[1], rel)
+                if t in seen_trel:
+                    continue
+                seen_trel.add(t)
+                yield "type_relations", {"dataset": dataset, "source_id": pair[0], "target_id": pair[1], "relation": rel,
+                                         "source_ontology": ONTOLOGY, "target_ontology": ONTOLOGY}
 
     # supertypes of every subtype exist as types too, so parent_id always resolves
     types |= {t.split(".", 1)[0] for t in types if "." in t}

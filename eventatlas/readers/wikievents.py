@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, require
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -56,93 +56,98 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
     path = Path(path)
     dedup = MentionDedup()
     types: set[str] = set()
+    doc_ids = DocumentIds()
     for f in _files(path):
         split = _split_of(f)
         cpath = Path(coref) if coref else f.parent / "coref" / f"{f.stem}.jsonlines"
         clusters = _load_coref(cpath) if cpath.exists() else {}
         for n, doc in iter_jsonl(f):
             loc = f"line {n}"
-            miss = require(doc, ("doc_id", "tokens", "sentences", "event_mentions"))
-            if miss:
-                rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
-                continue
-            doc_id = str(doc["doc_id"])
-            sents: list[tuple[str, list[tuple[int, int]], int]] = []  # text, token char spans, first global token
-            g = 0
-            bad_doc = False
-            for si, sent in enumerate(doc["sentences"]):
-                try:
-                    toks, text = sent
-                    base = toks[0][1]
-                    spans = [(int(a) - base, int(b) - base) for _, a, b in toks]
-                except (TypeError, ValueError, IndexError):
-                    rejects.add(f, f"{loc} sentence {si}", "bad_sentence", "expected [[[tok, start, end], ...], text]", str(sent)[:300])
-                    bad_doc = True
-                    break
-                sents.append((text, spans, g))
-                g += len(spans)
-            if bad_doc:
-                continue
-            if g != len(doc["tokens"]):
-                rejects.add(f, loc, "token_count_mismatch", f"sentences hold {g} tokens, document {len(doc['tokens'])}", doc_id)
-                continue
-            starts = [s[2] for s in sents]
-            ents = {e["id"]: (e["start"], e["end"]) for e in doc.get("entity_mentions") or []
-                    if isinstance(e, dict) and isinstance(e.get("start"), int) and isinstance(e.get("end"), int) and "id" in e}
-            ent_cluster: dict[str, int] = {}
-            ev_ids = {e.get("id") for e in doc["event_mentions"] if isinstance(e, dict)}
-            mid_of: dict[str, str] = {}
-            for ci, cl in enumerate(clusters.get(doc_id, [])):
-                for x in cl:
-                    ent_cluster[str(x)] = ci
-            yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": None, "language": "en", "text": doc.get("text"),
-                                "sentences": [s[0] for s in sents], "source": f.name, "split": split, "extra": None}
-            for ei, ev in enumerate(doc["event_mentions"]):
-                eloc = f"{loc} event_mentions[{ei}]"
-                miss = require(ev, ("event_type", "trigger"))
-                trig = ev.get("trigger") if isinstance(ev, dict) else None
-                miss += require(trig, ("start", "end", "text")) if isinstance(trig, dict) else ([] if miss else ["trigger"])
+            with record_guard(rejects, f, loc, doc):
+                miss = require(doc, ("doc_id", "tokens", "sentences", "event_mentions"))
                 if miss:
-                    rejects.add(f, eloc, "missing_field", f"missing {', '.join(miss)}", ev)
+                    rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
                     continue
-                ts, te = trig["start"], trig["end"]
-                if not (isinstance(ts, int) and isinstance(te, int) and 0 <= ts < te <= g):
-                    rejects.add(f, eloc, "bad_offsets", f"token span [{ts}, {te}) outside 0..{g}", ev)
+                doc_id = str(doc["doc_id"])
+                if doc_ids.repeated(rejects, f, loc, doc_id, doc):
                     continue
-                si = max(i for i, s0 in enumerate(starts) if s0 <= ts)
-                text, spans, s0 = sents[si]
-                if te - s0 > len(spans):
-                    rejects.add(f, eloc, "crosses_sentence", f"trigger tokens [{ts}, {te}) cross sentence {si}", ev)
+                sents: list[tuple[str, list[tuple[int, int]], int]] = []  # text, token char spans, first global token
+                g = 0
+                bad_doc = False
+                for si, sent in enumerate(doc["sentences"]):
+                    try:
+                        toks, text = sent
+                        base = toks[0][1]
+                        spans = [(int(a) - base, int(b) - base) for _, a, b in toks]
+                    except (TypeError, ValueError, IndexError):
+                        rejects.add(f, f"{loc} sentence {si}", "bad_sentence", "expected [[[tok, start, end], ...], text]", str(sent)[:300])
+                        bad_doc = True
+                        break
+                    sents.append((text, spans, g))
+                    g += len(spans)
+                if bad_doc:
                     continue
-                cs, ce = spans[ts - s0][0], spans[te - 1 - s0][1]
-                if not check_span(rejects, f, eloc, text, cs, ce, trig["text"], ev):
+                if g != len(doc["tokens"]):
+                    rejects.add(f, loc, "token_count_mismatch", f"sentences hold {g} tokens, document {len(doc['tokens'])}", doc_id)
                     continue
-                etype = ev["event_type"]
-                types.add(etype)
-                args, arg_coref = [], {}
-                for a in ev.get("arguments") or []:
-                    if not isinstance(a, dict):
+                starts = [s[2] for s in sents]
+                ents = {e["id"]: (e["start"], e["end"]) for e in doc.get("entity_mentions") or []
+                        if isinstance(e, dict) and isinstance(e.get("start"), int) and isinstance(e.get("end"), int) and "id" in e}
+                ent_cluster: dict[str, int] = {}
+                ev_ids = {e.get("id") for e in doc["event_mentions"] if isinstance(e, dict)}
+                mid_of: dict[str, str] = {}
+                for ci, cl in enumerate(clusters.get(doc_id, [])):
+                    for x in cl:
+                        ent_cluster[str(x)] = ci
+                doc_ids.add(f, loc, doc_id)
+                yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": None, "language": "en", "text": doc.get("text"),
+                                    "sentences": [s[0] for s in sents], "source": f.name, "split": split, "extra": None}
+                for ei, ev in enumerate(doc["event_mentions"]):
+                    eloc = f"{loc} event_mentions[{ei}]"
+                    miss = require(ev, ("event_type", "trigger"))
+                    trig = ev.get("trigger") if isinstance(ev, dict) else None
+                    miss += require(trig, ("start", "end", "text")) if isinstance(trig, dict) else ([] if miss else ["trigger"])
+                    if miss:
+                        rejects.add(f, eloc, "missing_field", f"missing {', '.join(miss)}", ev)
                         continue
-                    eid = a.get("entity_id")
-                    astart = aend = None
-                    ent = ents.get(eid)
-                    if ent and s0 <= ent[0] < ent[1] <= s0 + len(spans):  # offsets only when inside this sentence
-                        astart, aend = spans[ent[0] - s0][0], spans[ent[1] - 1 - s0][1]
-                        if text[astart:aend] != a.get("text"):
-                            astart = aend = None
-                    args.append({"role": a.get("role"), "text": a.get("text"), "start": astart, "end": aend, "entity_id": eid})
-                    if eid in ent_cluster:
-                        arg_coref[eid] = ent_cluster[eid]
-                row = mention_row(dataset, doc_id, si, text, cs, ce, [etype], split=split, arguments=args,
-                                  extra={"event_id": ev.get("id"), "token_span": [ts, te], **({"arg_coref": arg_coref} if arg_coref else {})})
-                if ev.get("id") is not None:
-                    mid_of[ev["id"]] = row["mention_id"]
-                if dedup.first(row["mention_id"]):
-                    yield "mentions", row
-            for cl in clusters.get(doc_id, []):
-                evs = [mid_of[x] for x in cl if x in ev_ids and x in mid_of]
-                for m in evs[1:]:
-                    yield "mention_relations", {"dataset": dataset, "source_mention_id": m, "target_mention_id": evs[0], "relation": "coref"}
+                    ts, te = trig["start"], trig["end"]
+                    if not (isinstance(ts, int) and isinstance(te, int) and 0 <= ts < te <= g):
+                        rejects.add(f, eloc, "bad_offsets", f"token span [{ts}, {te}) outside 0..{g}", ev)
+                        continue
+                    si = max(i for i, s0 in enumerate(starts) if s0 <= ts)
+                    text, spans, s0 = sents[si]
+                    if te - s0 > len(spans):
+                        rejects.add(f, eloc, "crosses_sentence", f"trigger tokens [{ts}, {te}) cross sentence {si}", ev)
+                        continue
+                    cs, ce = spans[ts - s0][0], spans[te - 1 - s0][1]
+                    if not check_span(rejects, f, eloc, text, cs, ce, trig["text"], ev):
+                        continue
+                    etype = ev["event_type"]
+                    types.add(etype)
+                    args, arg_coref = [], {}
+                    for a in ev.get("arguments") or []:
+                        if not isinstance(a, dict):
+                            continue
+                        eid = a.get("entity_id")
+                        astart = aend = None
+                        ent = ents.get(eid)
+                        if ent and s0 <= ent[0] < ent[1] <= s0 + len(spans):  # offsets only when inside this sentence
+                            astart, aend = spans[ent[0] - s0][0], spans[ent[1] - 1 - s0][1]
+                            if text[astart:aend] != a.get("text"):
+                                astart = aend = None
+                        args.append({"role": a.get("role"), "text": a.get("text"), "start": astart, "end": aend, "entity_id": eid})
+                        if eid in ent_cluster:
+                            arg_coref[eid] = ent_cluster[eid]
+                    row = mention_row(dataset, doc_id, si, text, cs, ce, [etype], split=split, arguments=args,
+                                      extra={"event_id": ev.get("id"), "token_span": [ts, te], **({"arg_coref": arg_coref} if arg_coref else {})})
+                    if ev.get("id") is not None:
+                        mid_of[ev["id"]] = row["mention_id"]
+                    if dedup.first(row["mention_id"]):
+                        yield "mentions", row
+                for cl in clusters.get(doc_id, []):
+                    evs = [mid_of[x] for x in cl if x in ev_ids and x in mid_of]
+                    for m in evs[1:]:
+                        yield "mention_relations", {"dataset": dataset, "source_mention_id": m, "target_mention_id": evs[0], "relation": "coref"}
     bump(stats, "duplicate_mentions", dedup.duplicates)
     # KAIROS hierarchy as the task asks: parent = first segment (the root); the middle level is kept in extra
     roles: dict[str, list] = {}

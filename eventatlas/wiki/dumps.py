@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from eventatlas.io import Rejects, fingerprint_paths
@@ -59,6 +60,11 @@ def _pages_from_xml(stream, lang: str, project: str, source: str) -> Iterator[Pa
             el.clear()
     except (EOFError, OSError) as e:
         raise DumpError(source, f"after {last or 'the start'}", f"corrupt or truncated compressed stream ({e})") from e
+    except DefusedXmlException as e:  # DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
+        raise DumpError(source, f"after {last or 'the start'}", f"refused unsafe XML ({type(e).__name__}: {e}); "
+                        "DTDs and entity declarations are not allowed") from None
+    except (KeyError, ValueError, TypeError) as e:  # a <page> without title/id, a non-integer id or ns
+        raise DumpError(source, f"after {last or 'the start'}", f"malformed <page> ({type(e).__name__}: {e})") from e
     except Exception as e:  # ParseError carries a (line, column) position
         if type(e).__name__ == "ParseError":
             raise DumpError(source, f"after {last or 'the start'}, xml position {getattr(e, 'position', '?')}", f"malformed XML: {e}") from e

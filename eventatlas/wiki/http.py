@@ -24,6 +24,7 @@ import ipaddress
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -38,7 +39,7 @@ from ..io import atomic_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PoliteClient", "HttpError", "ApiError", "default_user_agent", "parse_retry_after", "cache_key"]
+__all__ = ["PoliteClient", "HttpError", "ApiError", "default_user_agent", "parse_retry_after", "cache_key", "is_contact"]
 
 VERSION = "0.1.0"
 DEFAULT_MAXLAG = 5
@@ -96,6 +97,16 @@ def cache_key(method: str, url: str, params: Mapping[str, Any] | None = None, da
 
     blob = orjson.dumps([method.upper(), url, norm(params), norm(data)])
     return hashlib.sha256(blob).hexdigest()
+
+
+_EMAIL = re.compile(r"[^@\s()<>;,]+@[^@\s()<>;,]+\.[A-Za-z]{2,}")
+_URL = re.compile(r"https?://[^\s/()<>;,]+\.[^\s()<>;,]+")
+
+
+def is_contact(text: str | None) -> bool:
+    """True when ``text`` holds a URL (http(s)://host.tld...) or an e-mail address, as the Wikimedia
+    User-Agent policy asks; a bare name ("me", "test") is not a way to reach anyone."""
+    return bool(text) and bool(_EMAIL.search(text) or _URL.search(text))
 
 
 def _is_loopback(url: str) -> bool:
@@ -159,9 +170,12 @@ class PoliteClient:
             raise ValueError("max_attempts must be >= 1")
         env_ua = os.environ.get("EVENTATLAS_USER_AGENT")
         self.contact = contact or os.environ.get("EVENTATLAS_CONTACT")
+        if self.contact and not is_contact(self.contact):
+            raise ValueError(f"contact {self.contact!r} is neither a URL (https://...) nor an e-mail address; "
+                             "the Wikimedia User-Agent policy asks for a way to reach you")
         self.user_agent = user_agent or env_ua or default_user_agent(self.contact)
-        # An explicit UA is trusted to carry its own contact (policy: URL or e-mail in it).
-        self._has_contact = bool(self.contact or user_agent or env_ua)
+        # An explicit UA counts only when it carries its own contact (policy: URL or e-mail in it).
+        self._has_contact = bool(self.contact) or is_contact(user_agent or env_ua)
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
@@ -187,6 +201,7 @@ class PoliteClient:
             headers={"User-Agent": self.user_agent, "Accept-Encoding": "gzip", "Accept": "application/json"},
             transport=transport,
             follow_redirects=True,
+            event_hooks={"request": [self._check_hop]},  # runs for every hop of a redirect chain too
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -231,6 +246,14 @@ class PoliteClient:
         if use_cache and self.cache_dir is not None:
             self._cache_put(key, body)
         return orjson.loads(body)
+
+    def _check_hop(self, request: httpx.Request) -> None:
+        """The contact rule on every request sent, redirects included: a loopback URL may redirect
+        to a public host, which must not be crawled anonymously."""
+        url = str(request.url)
+        if not self._has_contact and not _is_loopback(url):
+            raise HttpError(url, "refusing to crawl without contact information in the User-Agent (reached by a "
+                                 "redirect or request): pass contact=... or set EVENTATLAS_CONTACT (Wikimedia User-Agent policy)")
 
     # -- cache -----------------------------------------------------------------------------
     def _cache_path(self, key: str) -> Path:

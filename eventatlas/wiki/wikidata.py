@@ -310,6 +310,30 @@ def _scan_buffer(buf, start: int, end: int, base: int, out: "ScanResult", rej: R
     out.bytes += end - start
 
 
+def _check_last_line(buf, start: int, end: int, base: int, rej: Rejects, source: str) -> None:
+    """The last line of a stream, event or not: one cut short (a truncated dump) is a ``truncated_line``
+    reject with its byte offset. The fast scan looks only at lines that could be events, so without this
+    a cut non-event line would vanish silently; one line is parsed, so the cost is nil."""
+    e = end
+    while e > start and buf[e - 1:e] in (b"\n", b"\r", b" ", b"\t"):
+        e -= 1
+    if e <= start:
+        return
+    st = max(buf.rfind(b"\n", start, e) + 1, start)
+    line = bytes(buf[st:e]).strip()
+    if line in (b"[", b"]"):
+        return
+    try:
+        orjson.loads(line[:-1] if line.endswith(b",") else line)
+        return
+    except orjson.JSONDecodeError:
+        pass
+    loc = f"byte {base + st}"
+    if not any(r["location"] == loc for r in rej.rows):  # the fast scan may have rejected it already
+        rej.add(source, loc, "truncated_line", "the last line is not a whole JSON entity (a truncated dump?); "
+                "re-download the dump", line[:200].decode("utf-8", "replace"))
+
+
 def scan_blocks(blocks: Iterable[bytes], *, source: str, languages: Iterable[str] | None, dataset: str = "wikigrounding",
                 strict: bool = False) -> ScanResult:
     """Scan blocks of whole dump lines.
@@ -326,9 +350,11 @@ def scan_blocks(blocks: Iterable[bytes], *, source: str, languages: Iterable[str
     rej = Rejects(dataset)
     line0 = 1
     base = 0
+    last = (b"", 0)
     for block in blocks:
         if not block:
             continue
+        last = (block, base)
         if strict:
             if block.endswith(b"\n"):
                 block = block[:-1]
@@ -338,6 +364,8 @@ def scan_blocks(blocks: Iterable[bytes], *, source: str, languages: Iterable[str
             continue
         _scan_buffer(block, 0, len(block), base, out, rej, langs, source)
         base += len(block)
+    if not strict and last[0]:
+        _check_last_line(last[0], 0, len(last[0]), last[1], rej, source)
     out.rejects.extend(rej.rows)
     return out
 
@@ -666,6 +694,7 @@ def _scan_plain_mmap(shard: Shard, languages, dataset: str) -> ScanResult:
         e0 = size if shard.end >= size else (mm.find(b"\n", shard.end - 1) + 1 or size)
         if s0 < e0:
             _scan_buffer(mm, s0, e0, 0, out, rej, None if languages is None else tuple(languages), path.name)
+            _check_last_line(mm, s0, e0, 0, rej, path.name)
     out.rejects.extend(rej.rows)
     return out
 
