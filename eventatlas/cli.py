@@ -25,6 +25,15 @@ for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE",
     os.environ.setdefault(_k, _v)
 
 
+@app.callback()
+def _global_options(verbose: bool = typer.Option(False, "-v", "--verbose",
+                                                 help="show Prefect logs, library progress bars and warnings "
+                                                      "(default: quiet; eventatlas's own progress stays)")) -> None:
+    from .verbosity import set_verbosity
+
+    set_verbosity(verbose)
+
+
 def _split(values: Optional[List[str]]) -> Optional[List[str]]:
     """Accept repeated options and comma-separated lists alike."""
     if not values:
@@ -87,23 +96,44 @@ def ingest(
                                         "(default: the registry's path under the shared data dir, when it has one)"),
     download: bool = typer.Option(False, "--download", help="download the official release (checksum verified)"),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="name to store the dataset under"),
-    sha256: Optional[str] = typer.Option(None, "--sha256", help="expected checksum of the download when the "
-                                         "registry has none pinned"),
+    sha256: Optional[List[str]] = typer.Option(None, "--sha256", metavar="[NAME=]HEX",
+                                               help="expected checksum of a download the registry has none pinned "
+                                                    "for: NAME=HEX per file (repeat), or HEX for a one-file dataset"),
+    sha256_file: Optional[Path] = typer.Option(None, "--sha256-file", metavar="SUMS", exists=True, dir_okay=False,
+                                               help="checksums of the download, 'HEX  FILENAME' lines as sha256sum "
+                                                    "writes them"),
     insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
-                                                help="download without checksum verification (not recommended)"),
+                                                help="download without checksum verification (not recommended; "
+                                                     "prints the computed sums to pin next time)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
+    from .download import ChecksumError, ChecksumRequired, DownloadFailed, parse_sha256_args, sha256sum_lines
+
+    try:  # checksum arguments are settled before Prefect starts
+        sums = parse_sha256_args(sha256, sha256_file)
+    except (ValueError, OSError) as e:
+        _fail(str(e))
+    if (sums or insecure_skip_checksum) and not download:
+        _fail("--sha256/--sha256-file/--insecure-skip-checksum apply to --download only")
     from flows.ingest import ingest as ingest_flow
 
     from .io import InputError
 
-    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
+    opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum)) if v}
     try:
         man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
     except (InputError, FileNotFoundError, KeyError) as e:  # bad input: the message names file and record
         _fail(str(e).strip("'\""))
+    except (ChecksumError, ChecksumRequired, DownloadFailed) as e:  # final: one line, no retry
+        _fail(str(e))
     console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
                   f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
+    dl = man.get("download") or {}
+    unverified = {f: h for f, h in (dl.get("sha256") or {}).items() if not (dl.get("verified") or {}).get(f)}
+    if unverified:
+        console.print("downloaded without checksum verification; computed sums (save them to a file and pass "
+                      "--sha256-file next time):", soft_wrap=True)
+        console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("ingest-samples")
