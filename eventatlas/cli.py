@@ -232,7 +232,14 @@ def train_all(
 
     out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
     console.print(f"{out['runs']} runs published to {out['warehouse']}")
-    _leaderboard()
+    _leaderboard(run_ids=_run_ids(out))
+
+
+def _run_ids(flow_out: dict) -> list[str]:
+    """The run ids of a train-all result (its run records)."""
+    from .records import read_record
+
+    return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
 
 @app.command()
@@ -335,11 +342,20 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _of_runs_sql(run_ids: list[str]) -> str:
+    """A WHERE condition on the ``leaderboard`` view: configurations the runs ``run_ids`` have metrics for."""
+    same = " AND ".join(f"m.{c} IS NOT DISTINCT FROM leaderboard.{c}" for c in
+                        ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
+                         "metric"))
+    return f"EXISTS (SELECT 1 FROM metrics m WHERE m.run_id IN ({', '.join('?' * len(run_ids))}) AND {same})"
+
+
 def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None, task: Optional[str] = None,
-                    lower_is_better: bool = False) -> tuple[str, list]:
+                    lower_is_better: bool = False, run_ids: Optional[list[str]] = None) -> tuple[str, list]:
     """Pivot of the ``leaderboard`` view: one line per configuration (task, dataset, setting, method,
     representation, clustering, variant), best value per metric (x100 for fractions), sorted by the
-    first metric, whose mean and std over seeds come first. Metric names travel as parameters."""
+    first metric, whose mean and std over seeds come first. Metric names travel as parameters.
+    ``run_ids``: only the configurations those runs produced (over all their seeds)."""
     if not metrics:
         raise ValueError("leaderboard_sql: no metric")
 
@@ -354,6 +370,9 @@ def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None, task: Opt
     args: list = [first, first, *metrics]
     where = [c for c, v in (("task = ?", task), ("dataset = ?", dataset)) if v]
     args += [v for v in (task, dataset) if v]
+    if run_ids is not None:
+        where.append(_of_runs_sql(run_ids) if run_ids else "false")
+        args += list(run_ids)
     sql = (f"SELECT task, dataset, setting, method, representation AS rep, clustering, variant, "
            f"max(n_seeds) AS seeds, {', '.join(cols)} FROM leaderboard"
            + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -377,8 +396,10 @@ def _check_known(what: str, values: list[str], known: list[str], wh) -> None:
               f"{', '.join(known) if known else '(none: no completed run has metrics)'}")
 
 
-def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None) -> None:
-    """One table per task (or only ``task``); unknown task / dataset / metric names fail with the known ones."""
+def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
+                 run_ids: Optional[list[str]] = None) -> None:
+    """One table per task (or only ``task``); unknown task / dataset / metric names fail with the known ones.
+    ``run_ids``: only the rows of the configurations those runs produced (what train-all / demo just ran)."""
     from .warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
@@ -391,6 +412,14 @@ def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, t
         if requested:
             _check_known("metric", requested, _distinct(wh, "metric", task, dataset), wh)
         tasks = [task] if task else _distinct(wh, "task", dataset=dataset)
+        if run_ids is not None:
+            _, produced = wh.query_rows(f"SELECT DISTINCT task FROM metrics WHERE run_id IN "
+                                        f"({', '.join('?' * len(run_ids))})", list(run_ids)) if run_ids else (None, [])
+            tasks = [t for t in tasks if t in {r[0] for r in produced}]
+            if not tasks:
+                console.print("the runs produced no metrics (see `eventatlas sql \"SELECT run_id, status, error FROM "
+                              "runs ORDER BY started_at DESC\"`)", soft_wrap=True, markup=False)
+                return
         if not tasks:
             console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True)
             return
@@ -403,9 +432,12 @@ def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, t
                 continue  # none of the requested metrics exists for this task
             _, lower = wh.query_rows("SELECT 1 FROM metric_direction WHERE metric = ? AND NOT higher_is_better",
                                      [chosen[0]])
-            sql, args = leaderboard_sql(chosen, dataset, t, lower_is_better=bool(lower))
+            sql, args = leaderboard_sql(chosen, dataset, t, lower_is_better=bool(lower), run_ids=run_ids)
             cols, rows = wh.query_rows(sql, args)
-            print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} (best over seeds; fractions x100)")
+            if run_ids is not None and not rows:
+                continue
+            scope = f"rows of the {len(run_ids)} runs just produced, " if run_ids is not None else ""
+            print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} ({scope}best over seeds; fractions x100)")
     except WarehouseError as e:
         _fail(str(e))
 
@@ -465,19 +497,56 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     print_rows(cols, rows)
 
 
+DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
+
+
+def demo_root() -> Path:
+    """The demo's own data root (``EVENTATLAS_DEMO_ROOT``, default ``<data root>/demo``)."""
+    return Path(os.environ.get(DEMO_ROOT_ENV) or config.data_root() / "demo")
+
+
 @app.command()
-def demo() -> None:
-    """Ingest all shipped samples, run `train-all` with its defaults, print the leaderboard from DuckDB."""
-    from flows.train_all import train_all as flow
+def demo(
+    root: Optional[Path] = typer.Option(None, "--root", help="the demo's data root (default <data root>/demo, "
+                                        f"or ${DEMO_ROOT_ENV}); its warehouse is <root>/eventatlas.duckdb"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} as for train-all"),
+) -> None:
+    """Ingest the shipped samples into the demo's own data root, run `train-all` there with its defaults
+    and print the leaderboard of those runs. Datasets you ingested elsewhere are not touched or trained on;
+    the embedding cache is shared (content-keyed)."""
+    from .methods import ParamError, validate_params
 
-    from .ingest import ingest_samples as run_samples
+    try:
+        p = json.loads(params) if params else None
+        validate_params(p, ["untuned"])
+    except (ValueError, ParamError) as e:
+        _fail(f"bad --params: {e}")
+    root = (root or demo_root()).resolve()
+    env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
+           "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
+    saved = {k: os.environ.get(k) for k in env}
+    console.print(f"demo data root: {root} (datasets, runs; warehouse {env['EVENTATLAS_WAREHOUSE']}); "
+                  f"embedding cache {env['EVENTATLAS_CACHE']}", soft_wrap=True, markup=False)
+    os.environ.update(env)
+    try:
+        from flows.train_all import train_all as flow
 
-    mans = run_samples()
-    mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
-    console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}")
-    out = flow()
-    console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}")
-    _leaderboard()
+        from .ingest import ingest_samples as run_samples
+
+        mans = run_samples()
+        mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
+        console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
+        out = flow(params=p)
+        console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
+        _leaderboard(run_ids=_run_ids(out))
+        console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
+                      "eventatlas sql \"SELECT ...\"", soft_wrap=True, markup=False)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def main() -> Any:  # pragma: no cover - console entry point
