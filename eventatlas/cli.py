@@ -127,7 +127,7 @@ def ingest(
     except (ChecksumError, ChecksumRequired, DownloadFailed) as e:  # final: one line, no retry
         _fail(str(e))
     console.print(f"ingested [bold]{man.get('dataset')}[/bold] -> {man.get('dataset_dir')}: "
-                  f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}")
+                  f"rows {man.get('rows')}, rejects {man.get('rejects', man.get('reject_counts'))}", soft_wrap=True)
     dl = man.get("download") or {}
     unverified = {f: h for f, h in (dl.get("sha256") or {}).items() if not (dl.get("verified") or {}).get(f)}
     if unverified:

@@ -35,7 +35,7 @@ def set_verbosity(verbose: bool) -> None:
             if k in _set_by_us:
                 os.environ.pop(k, None)
                 _set_by_us.discard(k)
-        elif k not in os.environ:
+        elif not os.environ.get(k):  # unset or empty
             os.environ[k] = v
             _set_by_us.add(k)
     for pattern in QUIET_WARNINGS:
