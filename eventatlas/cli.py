@@ -457,6 +457,22 @@ def leaderboard(
 
 
 @app.command()
+def report(
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
+) -> None:
+    """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
+    per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
+    from .report import write_report
+    from .warehouse import WarehouseError
+
+    try:
+        path = write_report(out)
+    except WarehouseError as e:
+        _fail(str(e))
+    console.print(f"report written to {path.resolve()}", soft_wrap=True, markup=False)
+
+
+@app.command()
 def publish(
     paths: List[Path] = typer.Argument(..., help="run.json files, run directories, or directories searched "
                                                  "recursively for run.json"),
