@@ -211,6 +211,7 @@ def train_all(
                                "device in --params keep it)"),
     resume: bool = typer.Option(False, "--resume", help="continue killed runs of the same configuration from "
                                 "their last checkpoint"),
+    report: bool = typer.Option(False, "--report", help="refresh the results page <data>/report.html at the end"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
@@ -230,8 +231,10 @@ def train_all(
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
-    console.print(f"{out['runs']} runs published to {out['warehouse']}")
+    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report)
+    console.print(f"{out['runs']} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
+    if out.get("report"):
+        console.print(f"results report: {out['report']}", soft_wrap=True, markup=False)
     _leaderboard(run_ids=_run_ids(out))
 
 
@@ -540,11 +543,11 @@ def demo(
     root = (root or demo_root()).resolve()
     env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
            "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
-    saved = {k: os.environ.get(k) for k in env}
     console.print(f"demo data root: {root} (datasets, runs; warehouse {env['EVENTATLAS_WAREHOUSE']}); "
                   f"embedding cache {env['EVENTATLAS_CACHE']}", soft_wrap=True, markup=False)
-    os.environ.update(env)
-    try:
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, env):  # the demo's root for this command only
         from flows.train_all import train_all as flow
 
         from .ingest import ingest_samples as run_samples
@@ -557,12 +560,6 @@ def demo(
         _leaderboard(run_ids=_run_ids(out))
         console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
                       "eventatlas sql \"SELECT ...\"", soft_wrap=True, markup=False)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def main() -> Any:  # pragma: no cover - console entry point

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from unittest import mock
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -25,28 +26,19 @@ def env(tmp_path_factory):
     from eventatlas.ingest import ingest
 
     root = tmp_path_factory.mktemp("demo")
-    saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "PREFECT_HOME",
-                                            "EVENTATLAS_CACHE", "EVENTATLAS_DEMO_ROOT")}
-    os.environ.update(EVENTATLAS_DATA=str(root / "user"), EVENTATLAS_WAREHOUSE=str(root / "user.duckdb"),
-                      PREFECT_HOME=str(root / "prefect"), EVENTATLAS_CACHE=str(root / "cache"))
-    os.environ.pop("EVENTATLAS_DEMO_ROOT", None)
-    # the user's own data: the OntoEvent sample under a name of their own
-    m = ingest("ontoevent", config.samples_dir() / "ontoevent", dataset="my_ontoevent", progress=False)
-    user_ds = Path(m["path"])
-    texts = pq.read_table(user_ds / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
-    texts += [json.dumps(json.loads(line)) for p in Path(__file__).parents[1].joinpath("datasets", "samples").rglob("*.jsonl")
-              for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
-    model = build_tiny_bert(root / "tiny-bert", texts)
-    tiny = json.dumps({"untuned": {"model_id": str(model), "encoder": {"batch_size": 8, "precision": "fp32"}}})
-    try:
+    env = {"EVENTATLAS_DATA": str(root / "user"), "EVENTATLAS_WAREHOUSE": str(root / "user.duckdb"),
+           "PREFECT_HOME": str(root / "prefect"), "EVENTATLAS_CACHE": str(root / "cache")}
+    with mock.patch.dict(os.environ, env):
+        os.environ.pop("EVENTATLAS_DEMO_ROOT", None)
+        # the user's own data: the OntoEvent sample under a name of their own
+        m = ingest("ontoevent", config.samples_dir() / "ontoevent", dataset="my_ontoevent", progress=False)
+        texts = pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
+        texts += [json.dumps(json.loads(line)) for p in config.samples_dir().rglob("*.jsonl")
+                  for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        model = build_tiny_bert(root / "tiny-bert", texts)
+        tiny = json.dumps({"untuned": {"model_id": str(model), "encoder": {"batch_size": 8, "precision": "fp32"}}})
         with prefect_test_harness(server_startup_timeout=120):
-            yield {"root": root, "params": tiny, "user_ds": user_ds}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+            yield {"root": root, "params": tiny}
 
 
 @pytest.fixture(autouse=True)
@@ -88,8 +80,11 @@ def test_train_all_prints_only_its_rows(env):
                  "representation": "trigger", "clustering": "agglomerative", "metric": "ari", "value": 0.9, "seed": 0}])
     params = json.loads(env["params"])
     params["untuned"].update(representations=["trigger"], clusterings=["agglomerative"])
-    r = runner.invoke(app, ["train-all", "--datasets", "my_ontoevent", "--params", json.dumps(params)])
+    r = runner.invoke(app, ["train-all", "--datasets", "my_ontoevent", "--params", json.dumps(params), "--report"])
     assert r.exit_code == 0, r.output
+    page = Path(os.environ["EVENTATLAS_DATA"]) / "report.html"
+    assert f"results report: {page}" in r.output
+    assert 'data-dataset="my_ontoevent"' in page.read_text(encoding="utf-8")
     assert "rows of the 1 runs just produced" in r.output
     assert set(_table_datasets(r.output)) == {"my_ontoevent"} and "other" not in _table_datasets(r.output)
     n_conf = wh.query_rows("SELECT count(DISTINCT (task, coalesce(setting, ''), representation, clustering, "

@@ -141,3 +141,14 @@ def test_report_in_headless_chromium(eventatlas_env, tmp_path):
     assert img.size == (1300, 1600)
     dark = sum(1 for v in img.getdata() if v < 200) / (img.size[0] * img.size[1])
     assert dark > 0.01, dark  # text, tables and bars were drawn, not a blank page
+
+
+def test_report_flow_writes_the_page(eventatlas_env, tmp_path):
+    """The `report` flow (deployment `report/default`; `train-all` with report=True calls the same task)."""
+    from flows.report import report
+
+    _warehouse()
+    out = Path(report(str(tmp_path / "r.html")))
+    page = _Cells()
+    page.feed(out.read_text(encoding="utf-8"))
+    assert len(page.cells) == 7 and {r["data-run"] for r in page.runs} == {"u0", "u1", "ba0", "bad"}
