@@ -107,14 +107,17 @@ def ingest(
                                                      "prints the computed sums to pin next time)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
-    from .download import ChecksumError, ChecksumRequired, DownloadFailed, parse_sha256_args, sha256sum_lines
+    from .download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
+                           sha256sum_lines)
 
     try:  # checksum arguments are settled before Prefect starts
         sums = parse_sha256_args(sha256, sha256_file)
-    except (ValueError, OSError) as e:
+        if (sums or insecure_skip_checksum) and not download:
+            raise ValueError("--sha256/--sha256-file/--insecure-skip-checksum apply to --download only")
+        if download and path is None:
+            check_sums(name, sums, insecure_skip_checksum)
+    except (ValueError, OSError, ChecksumRequired) as e:
         _fail(str(e))
-    if (sums or insecure_skip_checksum) and not download:
-        _fail("--sha256/--sha256-file/--insecure-skip-checksum apply to --download only")
     from flows.ingest import ingest as ingest_flow
 
     from .io import InputError

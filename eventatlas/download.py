@@ -209,17 +209,24 @@ def _expected_sums(name: str, files: dict, sha256: str | dict | None, insecure: 
     return want
 
 
+def check_sums(name: str, sha256: str | dict | None = None, insecure_skip_checksum: bool = False,
+               registry: dict | None = None) -> dict[str, str | None]:
+    """The checksum each file of ``name``'s download must have ({file: hex or None when skipped});
+    raises ``ValueError`` (no download) or :class:`ChecksumRequired` without touching the network."""
+    entry = dataset_entry(name, registry).get("download")
+    if not entry or not entry.get("files"):
+        raise ValueError(f"dataset {name!r} has no download in datasets/registry.yaml; give a local path instead")
+    return _expected_sums(name, entry["files"], sha256, insecure_skip_checksum)
+
+
 def fetch(name: str, dest_dir: str | os.PathLike | None = None, *, sha256: str | dict | None = None,
           insecure_skip_checksum: bool = False, registry: dict | None = None, **kw) -> Fetched:
     """Download every file pinned for ``name`` in the registry into ``dest_dir``
     (default ``<data_root>/downloads/<name>``). Unverified files' sums are logged in
     ``sha256sum`` format (warning) so they can be pinned."""
-    entry = dataset_entry(name, registry).get("download")
-    if not entry or not entry.get("files"):
-        raise ValueError(f"dataset {name!r} has no download in datasets/registry.yaml; give a local path instead")
+    want = check_sums(name, sha256, insecure_skip_checksum, registry)
+    files = dataset_entry(name, registry)["download"]["files"]
     dest = Path(dest_dir) if dest_dir else config.data_root() / "downloads" / name
-    files = entry["files"]
-    want = _expected_sums(name, files, sha256, insecure_skip_checksum)
     out = Fetched(dest)
     for fname, spec in files.items():
         path = download(spec["url"], dest / fname, sha256=want[fname], insecure_skip_checksum=insecure_skip_checksum, **kw)

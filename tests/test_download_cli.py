@@ -122,7 +122,7 @@ def test_insecure_download_prints_the_computed_sums(release):
 
 def test_checksum_refusal_is_final_one_line_and_fast(release, tmp_path):
     """A wrong per-file sum: each file fetched at most once (no Prefect retry), one line on the
-    terminal, well under the 10 s of the first retry delay."""
+    terminal, no retry delays."""
     bad = {**release.sums, "valid.jsonl": "0" * 64}
     args = ["ingest", "maven", "--download"] + [f"--sha256={n}={h}" for n, h in bad.items()]
     code = ("import sys; from pathlib import Path; import eventatlas.registry as r; "
@@ -135,8 +135,8 @@ def test_checksum_refusal_is_final_one_line_and_fast(release, tmp_path):
     out = (p.stdout + p.stderr).strip().splitlines()
     assert p.returncode != 0
     assert len(out) == 1 and "checksum mismatch" in out[0] and "valid.jsonl" in out[0], out
-    assert _Release.requests.count("/valid.jsonl") == 1  # not retried
-    assert took < 10, took
+    assert _Release.requests.count("/valid.jsonl") == 1  # not retried (Prefect's retries would wait 10+30+90 s)
+    assert took < 60, took  # process start + ephemeral Prefect API; on a shared 2-core machine up to ~15 s
     assert not (config.datasets_dir() / "maven").exists()  # nothing ingested
 
 
@@ -146,3 +146,16 @@ def test_retry_condition_only_transient():
     assert not transient_failure(None, None, state(DownloadFailed("404", transient=False)))
     assert not transient_failure(None, None, state(ChecksumError("mismatch")))
     assert not transient_failure(None, None, state(ChecksumRequired("none")))
+
+
+def test_missing_or_ambiguous_sums_refused_before_prefect(release):
+    """Settled in the CLI itself: no flow starts, no request is made."""
+    one = release.sums["train.jsonl"]
+    for args, msg in ((["--sha256", one], "maven has 3 files"),
+                      ([], "no verified sha256 for train.jsonl, valid.jsonl, test.jsonl"),
+                      ([f"--sha256=nope.jsonl={one}"], "does not have: nope.jsonl")):
+        t0 = time.perf_counter()
+        r = CliRunner().invoke(app, ["ingest", "maven", "--download", *args])
+        assert r.exit_code == 1 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert time.perf_counter() - t0 < 5
+    assert _Release.requests == []
