@@ -3,7 +3,9 @@
 Sections: the leaderboard per task and dataset (mean ± std over seeds per metric, the best mean of
 each column marked, the metric's direction from ``metric_direction``), a bar chart of the first
 metric per task and dataset, learning curves (loss by step) of trained runs from ``train_steps``,
-and the run table (config, code version, data fingerprint, device, status, error).
+the runs' PNG plots (artifacts ``plot/...``, e.g. UMAP projections, embedded as data URIs), the wiki
+event-grounding builds with their diff to the previous build, and the run table (config, code
+version, data fingerprint, device, status, error).
 
 Charts are inline SVG written here (no JavaScript, no CDN, no image files), so the page works
 offline and opens anywhere. Numbers in cells carry ``data-*`` attributes (the raw value) so a test
@@ -66,8 +68,22 @@ def load(wh: Warehouse) -> dict[str, Any]:
     _, steps = wh.query_rows(
         "SELECT s.run_id, r.method, r.seed, coalesce(r.params ->> 'dataset', '') AS dataset, s.phase, s.step, s.loss "
         "FROM train_steps s JOIN runs r USING (run_id) WHERE s.loss IS NOT NULL ORDER BY s.run_id, s.phase, s.step")
+    _, plots = wh.query_rows(
+        "SELECT a.run_id, a.kind, a.path, r.method, r.seed, coalesce(r.params ->> 'dataset', '') FROM artifacts a "
+        "JOIN runs r USING (run_id) WHERE a.kind LIKE 'plot/%' ORDER BY r.method, a.run_id, a.kind")
+    _, tables = wh.query_rows("SELECT table_name FROM information_schema.tables")
+    builds, diffs = [], []
+    if {"wiki_builds", "wiki_build_diffs"} <= {t[0] for t in tables}:
+        bcols, brows = wh.query_rows("SELECT build_id, dataset, recorded_at, n_events, n_mentions, previous_build_id "
+                                     "FROM wiki_builds ORDER BY recorded_at DESC NULLS LAST, build_id DESC")
+        builds = [dict(zip(bcols, r)) for r in brows]
+        if builds:
+            dcols, drows = wh.query_rows("SELECT language, events_added, events_removed, mentions_added, "
+                                         "mentions_removed FROM wiki_build_diffs WHERE build_id = ? ORDER BY language",
+                                         [builds[0]["build_id"]])
+            diffs = [dict(zip(dcols, r)) for r in drows]
     return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
-            "steps": steps, "warehouse": str(wh.path)}
+            "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path)}
 
 
 def _metrics_for(task: str, present: Iterable[str], max_all: int = 6) -> list[str]:
@@ -182,6 +198,39 @@ def _curves_svg(steps: list[tuple]) -> str:
     return "".join(out)
 
 
+def _plots_html(plots: list[tuple]) -> str:
+    """The runs' PNG plots inline (downscaled data URIs: the page stays one file)."""
+    from .plots import png_data_uri
+
+    out = []
+    for run_id, kind, path, method, seed, dataset in plots:
+        if not (path and str(path).lower().endswith(".png") and Path(path).is_file()):
+            continue
+        uri = png_data_uri(path)
+        caption = f"{kind} — {method} seed {seed} {dataset} ({run_id})"
+        out.append(f'<figure data-run="{_e(run_id)}" data-kind="{_e(kind)}">' +
+                   (f'<img alt="{_e(caption)}" src="{uri}" style="max-width:800px">' if uri else
+                    f'<p class="muted">too large to embed: <code>{_e(path)}</code></p>') +
+                   f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return "".join(out) or '<p class="muted">No run has a PNG plot artifact.</p>'
+
+
+def _wiki_html(builds: list[dict], diffs: list[dict]) -> str:
+    if not builds:
+        return '<p class="muted">No wiki event-grounding build in the warehouse.</p>'
+    cols = ("build_id", "dataset", "recorded_at", "n_events", "n_mentions", "previous_build_id")
+    rows = "".join("<tr>" + "".join(f"<td>{_e(b[c])}</td>" for c in cols) + "</tr>" for b in builds)
+    out = (f'<table class="wiki-builds"><thead><tr>{"".join(f"<th>{c}</th>" for c in cols)}</tr></thead>'
+           f"<tbody>{rows}</tbody></table>")
+    if diffs:
+        dcols = ("language", "events_added", "events_removed", "mentions_added", "mentions_removed")
+        drows = "".join("<tr>" + "".join(f"<td>{_e(d[c])}</td>" for c in dcols) + "</tr>" for d in diffs)
+        out += (f"<h3>Diff of {_e(builds[0]['build_id'])} to {_e(builds[0]['previous_build_id'] or '(none)')}</h3>"
+                f'<table class="wiki-diff"><thead><tr>{"".join(f"<th>{c}</th>" for c in dcols)}</tr></thead>'
+                f"<tbody>{drows}</tbody></table>")
+    return out
+
+
 def _runs_html(runs: list[dict]) -> str:
     head = "".join(f"<th>{c}</th>" for c in ("run", "flow", "method", "status", "seed", "device", "code version",
                                              "data fingerprint", "config", "started", "error"))
@@ -218,6 +267,9 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
         for t in (t for t in tables if t["task"] == task):
             parts.append(f"<h3>{_e(t['dataset'])}</h3>{_table_html(t, data['lower'])}{_bars_svg(t)}")
     parts.append(f"<h2 id=\"curves\">Learning curves</h2>{_curves_svg(data['steps'])}")
+    parts.append(f"<h2 id=\"plots\">Plots</h2>{_plots_html(data.get('plots') or [])}")
+    parts.append(f"<h2 id=\"wiki\">Wiki event-grounding builds</h2>"
+                 f"{_wiki_html(data.get('builds') or [], data.get('diffs') or [])}")
     parts.append(f"<h2 id=\"runs\">Runs</h2>{_runs_html(data['runs'])}</body></html>")
     return "\n".join(parts)
 

@@ -19,9 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("EVENTATLAS_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
 
 
-def _warehouse() -> Warehouse:
+def _warehouse(tmp_path: Path) -> Warehouse:
     """Two configurations x two seeds on one dataset, a lower-is-better naming metric, a trained run
-    with a learning curve and a failed run."""
+    with a learning curve and a plot, a failed run, and two wiki builds with a diff."""
+    from PIL import Image
+
+    png = tmp_path / "umap.png"
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(png)
     wh = Warehouse()
     wh.migrate()
     base = {"task": "induction", "dataset": "onto", "split": "unseen", "setting": "10 seen / 40 unseen",
@@ -43,10 +47,17 @@ def _warehouse() -> Warehouse:
                [{**nb, "variant": "perfect", "metric": "naming_mean_rank", "value": 2.5},
                 {**nb, "variant": "ft", "metric": "naming_mean_rank", "value": 4.0},
                 {**nb, "variant": "perfect", "metric": "naming_hits@1", "value": 0.5}],
+               [{"kind": "plot/umap_trained", "path": str(png)}, {"kind": "plot/missing", "path": "/nope.png"}],
                train_steps=[{"phase": "train", "step": s, "epoch": s // 5, "loss": 2.0 / (1 + s)}
                             for s in range(20)])
     wh.publish({"run_id": "bad", "flow": "train-all", "method": "untuned", "seed": 0, "status": "failed",
                 "error": "RuntimeError: boom <on purpose>", "started_at": "2026-11-23T09:06:00"})
+    import duckdb
+
+    with duckdb.connect(str(wh.path)) as con:
+        con.execute("INSERT INTO wiki_builds VALUES ('b1', 'wikigrounding', '2026-11-01', '{}', '{}', 10, 100, NULL), "
+                    "('b2', 'wikigrounding', '2026-11-20', '{}', '{}', 12, 130, 'b1')")
+        con.execute("INSERT INTO wiki_build_diffs VALUES ('b2', 'b1', 'en', 3, 1, 40, 10)")
     return wh
 
 
@@ -55,7 +66,7 @@ class _Cells(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.cells, self.runs, self.curves, self.links = [], [], [], []
+        self.cells, self.runs, self.curves, self.links, self.figures, self.text = [], [], [], [], [], []
         self.table = None
 
     def handle_starttag(self, tag, attrs):
@@ -68,13 +79,18 @@ class _Cells(HTMLParser):
             self.runs.append(a)
         if tag == "polyline":
             self.curves.append(a)
+        if tag == "figure":
+            self.figures.append(a)
         for k in ("src", "href"):
             if a.get(k):
                 self.links.append(a[k])
 
+    def handle_data(self, data):
+        self.text.append(data)
+
 
 def _report(tmp_path) -> tuple[Path, _Cells, Warehouse]:
-    wh = _warehouse()
+    wh = _warehouse(tmp_path)
     out = tmp_path / "report.html"
     r = CliRunner().invoke(app, ["report", "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -100,7 +116,11 @@ def test_report_holds_the_warehouse_numbers(eventatlas_env, tmp_path):
     assert {r["data-run"] for r in page.runs} == {"u0", "u1", "ba0", "bad"}
     assert "RuntimeError: boom &lt;on purpose&gt;" in html  # escaped
     assert [(c["data-run"], c["data-points"]) for c in page.curves] == [("ba0", "20")]
-    assert page.links == []  # nothing to fetch: works offline
+    assert [f["data-kind"] for f in page.figures] == ["plot/umap_trained"]  # the missing file is left out
+    assert len(page.links) == 1 and page.links[0].startswith("data:image/png;base64,")  # nothing fetched: offline
+    text = " ".join(page.text)
+    assert "Diff of b2 to b1" in text and "<td>en</td><td>3</td><td>1</td><td>40</td><td>10</td>" in html
+    assert html.index("<td>b2</td>") < html.index("<td>b1</td>")  # newest build first
 
 
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
@@ -147,7 +167,7 @@ def test_report_flow_writes_the_page(eventatlas_env, tmp_path):
     """The `report` flow (deployment `report/default`; `train-all` with report=True calls the same task)."""
     from flows.report import report
 
-    _warehouse()
+    _warehouse(tmp_path)
     out = Path(report(str(tmp_path / "r.html")))
     page = _Cells()
     page.feed(out.read_text(encoding="utf-8"))
