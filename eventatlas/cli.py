@@ -21,7 +21,9 @@ console = Console(width=max(120, Console().width))  # tables stay readable when 
 
 for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
-               ("PREFECT_LOGGING_EXTRA_LOGGERS", "eventatlas")):
+               ("PREFECT_LOGGING_EXTRA_LOGGERS", "eventatlas"),
+               # the temporary API server's 20 s default start-up budget fails on a loaded machine
+               ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")):
     os.environ.setdefault(_k, _v)
 
 
@@ -280,7 +282,8 @@ def train(
     path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
     if int(os.environ.get("RANK", "0")) == 0:
         run = read_record(path)["run"]
-        console.print(f"{run['status']}: {path}" + (f" ({run['error']})" if run.get("error") else ""), markup=False)
+        console.print(f"{run['status']}: {path}" + (f" ({run['error']})" if run.get("error") else ""), markup=False,
+                      soft_wrap=True)
         if run["status"] == "failed":
             raise typer.Exit(1)
 

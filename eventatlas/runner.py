@@ -56,15 +56,21 @@ def _distributed() -> bool:
 
 
 def _agree(value: str) -> str:
-    """Under a distributed launch every process takes the main process's value."""
+    """Under a distributed launch every process takes the main process's value.
+
+    The process group is joined here from the launcher's environment (torchrun / accelerate launch
+    set MASTER_ADDR, RANK, WORLD_SIZE); Accelerate later finds it initialised and reuses it."""
     if not _distributed():
         return value
-    from accelerate import PartialState
-    from accelerate.utils import broadcast_object_list
+    import torch
+    import torch.distributed as dist
 
-    PartialState()  # joins the process group the launcher set up
+    if not dist.is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
     obj = [value]
-    broadcast_object_list(obj, from_process=0)
+    dist.broadcast_object_list(obj, src=0)
     return obj[0]
 
 

@@ -180,3 +180,51 @@ def test_too_small_dataset_is_not_applicable(tmp_path):
 
     sel = select_labelled(ddir, k_seen=4)
     assert sel.record["k_seen_requested"] == 4 and sel.record["k_seen"] == 3 and len(sel.unseen_types) == 2
+
+
+@pytest.mark.timeout(600)
+def test_eventatlas_train_under_torchrun_one_record_and_resume(tmp_path):
+    """`eventatlas train` unchanged under torchrun (2 CPU processes, gloo): both processes agree on the
+    run id, rank 0 writes the one record, each process trains on half the batches. Then `--resume`
+    continues the newest unfinished run directory of the same configuration."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    root = tmp_path
+    _write_dataset(root / "data")
+    model = _tiny_bert(root)
+    params = json.dumps({"model_id": str(model), "k_seen": 2, "linking": False, "stop_window": 3, "umap_plot": False,
+                         "train": {"epochs": 2, "batch_size": 8, "precision": "fp32"}})
+    env = {**os.environ, "EVENTATLAS_DATA": str(root / "data"), "EVENTATLAS_CACHE": str(root / "cache"),
+           "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(port), "-m", "eventatlas.cli", "train", "batch_attention", "mini_events",
+           "--device", "cpu", "--params", params]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    runs = sorted((root / "data" / "runs").iterdir())
+    assert len(runs) == 1 and (runs[0] / "run.json").exists()
+    rec = json.loads((runs[0] / "run.json").read_text())
+    assert rec["run"]["status"] == "completed" and rec["run"]["flow"] == "cli-train"
+    steps = pq.read_table(runs[0] / "train_steps.parquet").to_pylist()
+    # 32 mentions / batch 8 = 4 batches an epoch, 2 per process: 2 optimizer steps an epoch, 2 epochs
+    assert [s["step"] for s in steps] == [1, 2, 3, 4] and [s["epoch"] for s in steps] == [0, 0, 1, 1]
+
+    # --resume picks the newest unfinished directory of this configuration (here: a copy of the run
+    # without its record, as a killed run leaves it) and finishes it from its checkpoints
+    import shutil
+
+    unfinished = runs[0].with_name(runs[0].name[:-8] + "ffffffff").with_name(
+        runs[0].name.rsplit("-", 2)[0] + "-29991231T000000-ffffffff")
+    shutil.copytree(runs[0], unfinished)
+    (unfinished / "run.json").unlink()
+    r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "train", "batch_attention", "mini_events", "--device",
+                        "cpu", "--params", params, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert str(unfinished / "run.json") in " ".join(r.stdout.split())
+    assert sorted(p.name for p in (root / "data" / "runs").iterdir()) == sorted([runs[0].name, unfinished.name])

@@ -211,3 +211,38 @@ def test_device_auto_falls_back_without_cuda(monkeypatch):
 def test_training_args_refuse_unknown_keys():
     with pytest.raises(Exception, match="lr_encoder"):
         TrainingArgs(lr_encoder=1e-5)
+
+
+def test_early_stopping_stops_and_restores_the_best_epoch(tiny, tmp_path):
+    from eventatlas.training import EarlyStopping, EvalCallback
+
+    scores = iter([0.50, 0.70, 0.65, 0.60, 0.55, 0.9])  # best at epoch 1, then 2 epochs without improvement
+    snap = {}
+
+    def dev(trainer):
+        v = next(scores)
+        snap[len(snap)] = {k: t.detach().clone() for k, t in trainer.unwrapped.state_dict().items()}
+        return {"dev_score": v}
+
+    model, tr = build(str(tiny), str(tmp_path / "es"), epochs=6, sleep=0)
+    tr.callbacks = [EvalCallback(dev), EarlyStopping("dev_score", mode="max", patience=2)]
+    res = tr.fit()
+    assert res.epochs == 4 and res.stopped.startswith("early stopping: dev_score did not improve for 2 epochs")
+    assert [h["eval/dev_score"] for h in res.history] == [0.5, 0.7, 0.65, 0.6]
+    final = model.state_dict()
+    assert all(torch.equal(final[k], snap[1][k]) for k in final)  # the weights of epoch 1, not of the last epoch
+    assert not all(torch.equal(final[k], snap[3][k]) for k in final)
+    evals = pq.read_table(res.evals_path).to_pylist()
+    assert [(e["epoch"], e["metric"], e["value"]) for e in evals] == [
+        (0, "dev_score", 0.5), (1, "dev_score", 0.7), (2, "dev_score", 0.65), (3, "dev_score", 0.6)]
+
+
+def test_gradient_accumulation_steps_once_per_accumulated_batches(tiny, tmp_path):
+    model, tr = build(str(tiny), str(tmp_path / "acc"), epochs=2, sleep=0)
+    tr2 = type(tr)(model, tr.task, tr.args.model_copy(update={"grad_accum": 2}), tmp_path / "acc2", seed=3)
+    assert tr2.total_steps == 2 * 4  # 7 batches an epoch -> 4 optimizer steps (the last one on 1 batch)
+    res = tr2.fit()
+    steps = pq.read_table(res.steps_path).to_pylist()
+    assert [s["epoch"] for s in steps] == [0] * 4 + [1] * 4
+    # each logged step averages the loss of the micro-batches it accumulated
+    assert all(s["loss"] > 0 for s in steps)

@@ -34,7 +34,7 @@ FROM latest_metrics l LEFT JOIN metric_direction d USING (metric)
 GROUP BY l.dataset, l.split, l.method, l.representation, l.clustering, l.metric, d.higher_is_better;
 """
 
-# (run_id, method, split, clustering as written by untuned / induction.method / induction.posthoc, metric, seed)
+# (run_id, method, split, clustering as written by untuned / batch_attention / its posthoc tool, metric, seed)
 # -> expected (task, clustering, variant), written out by hand.
 ROWS = [
     ("u0", "untuned", "all", "agglomerative", "ari", 0, ("induction", "agglomerative", None)),
@@ -98,7 +98,7 @@ def test_migration_003_backfills_task_clustering_variant_without_losing_rows(old
     assert len(got) == len(ROWS)
     for (i, *rest), (run_id, method, split, _, metric, seed, (task, clustering, variant)) in zip(got, ROWS):
         assert tuple(rest) == (run_id, task, "onto", split, None, method, "trigger", clustering, variant, metric, seed)
-        # the Python twin (used by induction.method and for old run records) maps the same way
+        # the Python twin (for old run records) maps the same way
         assert legacy_metric_keys(ROWS[int(i)][3], metric) == {"task": task, "clustering": clustering,
                                                                 "variant": variant}
     # clustering now holds an algorithm name or NULL, nothing else

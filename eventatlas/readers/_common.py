@@ -214,3 +214,21 @@ def require(obj: Any, keys: Sequence[str]) -> list[str]:
     if not isinstance(obj, dict):
         return list(keys)
     return [k for k in keys if k not in obj or obj[k] is None]
+
+
+def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, spans: Sequence[tuple[int, int]],
+                     sentence: str) -> tuple[int, int] | None:
+    """Character span of a MAVEN-style event ``{text, start, end, event_type}`` with end-exclusive token
+    offsets into ``spans`` (from :func:`join_tokens`); None (and a reject saying why) when unusable."""
+    miss = require(event, ("start", "end", "text", "event_type")) if isinstance(event, dict) else ["all fields"]
+    if miss:
+        rejects.add(source, location, "missing_field", f"event lacks {', '.join(miss)}", event)
+        return None
+    s, t = event["start"], event["end"]
+    if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):
+        rejects.add(source, location, "bad_offsets", f"token span [{s}, {t}) outside {len(spans)} tokens", event)
+        return None
+    cs, ce = spans[s][0], spans[t - 1][1]
+    if not check_span(rejects, source, location, sentence, cs, ce, event["text"], event):
+        return None
+    return cs, ce

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, join_tokens, load_json, mention_row, require
+from ._common import MentionDedup, bump, join_tokens, load_json, mention_row, require, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_sentences"
@@ -67,18 +67,10 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
             yield "documents", {"dataset": dataset, "doc_id": doc_id, "language": "en", "sentences": [sentence],
                                 "source": f.name, "split": f.stem, "extra": json.dumps({"n_events": len(events)})}
             for ei, e in enumerate(events):
-                eloc = f"{loc}.events[{ei}]"
-                miss = require(e, ("start", "end", "text", "event_type")) if isinstance(e, dict) else ["all fields"]
-                if miss:
-                    rejects.add(f, eloc, "missing_field", f"event lacks {', '.join(miss)}", e)
+                span = token_event_span(rejects, f, f"{loc}.events[{ei}]", e, spans, sentence)
+                if span is None:
                     continue
-                s, t = e["start"], e["end"]
-                if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):
-                    rejects.add(f, eloc, "bad_offsets", f"token span [{s}, {t}) outside {len(spans)} tokens", e)
-                    continue
-                cs, ce = spans[s][0], spans[t - 1][1]
-                if not check_span(rejects, f, eloc, sentence, cs, ce, e["text"], e):
-                    continue
+                cs, ce = span
                 row = mention_row(dataset, doc_id, 0, sentence, cs, ce, [e["event_type"]], split=f.stem)
                 if not dedup.first(row["mention_id"]):
                     bump(stats, "duplicate_mentions")
