@@ -145,8 +145,13 @@ def _table_html(t: dict[str, Any], lower: set[str]) -> str:
 def _bars_svg(t: dict[str, Any]) -> str:
     """Horizontal bars of the first metric's mean per configuration (x100 for fractions)."""
     m = t["metrics"][0]
-    items = [(" / ".join(str(x) for x in conf if x not in (None, "")), cells[m]["mean"])
-             for conf, cells in t["rows"] if m in cells and cells[m]["mean"] is not None][:40]
+    rows = [(conf, cells[m]["mean"]) for conf, cells in t["rows"] if m in cells and cells[m]["mean"] is not None][:40]
+    # label by what tells the bars apart: configuration columns equal on every bar are left out
+    varying = [i for i in range(len(CONFIG_COLS)) if len({conf[i] for conf, _ in rows}) > 1] or [1]
+    items = []
+    for conf, v in rows:
+        label = " / ".join(str(conf[i]) for i in varying if conf[i] not in (None, "")) or str(conf[1])
+        items.append((label if len(label) <= 52 else label[:51] + "…", v))
     if not items:
         return ""
     vmax = max(abs(v) for _, v in items) or 1.0
@@ -156,7 +161,7 @@ def _bars_svg(t: dict[str, Any]) -> str:
     for i, (label, v) in enumerate(items):
         y = 18 + i * h
         length = max(1.0, bar_w * abs(v) / vmax)
-        out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{_e(label[:60])}</text>'
+        out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{_e(label)}</text>'
                    f'<rect x="{label_w}" y="{y + 2}" width="{length:.1f}" height="{h - 4}" fill="#4c78a8"/>'
                    f'<text x="{label_w + length + 4:.1f}" y="{y + 11}">{_fmt(v, m)}</text>')
     out.append(f'<text x="{label_w}" y="12" class="muted">{_e(m)} (mean over seeds'
