@@ -1,5 +1,6 @@
 # eventatlas: two commands matter.
 #   make demo   - create the environment, then run the train-all flow on the shipped samples
+#                 (in its own data root, data/demo, with its own warehouse)
 #   make test   - create the environment, then run the test suite (CI calls exactly this)
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -89,10 +89,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_ErrorsAsLines
                        "Exit codes: 0 ok, 2 bad input (one line naming file and line/record), 1 internal failure.")
 
 
-@app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) "
-                                     "for errors; without it an error is one line on stderr")) -> None:
-    _DEBUG["on"] = debug
 
 for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
@@ -100,6 +96,19 @@ for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE",
                # the temporary API server's 20 s default start-up budget fails on a loaded machine
                ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")):
     os.environ.setdefault(_k, _v)
+
+
+@app.callback()
+def _global_options(
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="show Prefect logs, library progress bars and "
+                                 "warnings (default: quiet; eventatlas's own progress stays)"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) for "
+                               "errors; without it an error is one line on stderr"),
+) -> None:
+    from .verbosity import set_verbosity
+
+    _DEBUG["on"] = debug
+    set_verbosity(verbose or debug)
 
 
 def _split(values: Optional[List[str]]) -> Optional[List[str]]:
@@ -164,20 +173,36 @@ def ingest(
                                         "(default: the registry's path under the shared data dir, when it has one)"),
     download: bool = typer.Option(False, "--download", help="download the official release (checksum verified)"),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="name to store the dataset under"),
-    sha256: Optional[str] = typer.Option(None, "--sha256", help="expected checksum of the download when the "
-                                         "registry has none pinned"),
+    sha256: Optional[List[str]] = typer.Option(None, "--sha256", metavar="[NAME=]HEX",
+                                               help="expected checksum of a download the registry has none pinned "
+                                                    "for: NAME=HEX per file (repeat), or HEX for a one-file dataset"),
+    sha256_file: Optional[Path] = typer.Option(None, "--sha256-file", metavar="SUMS", exists=True, dir_okay=False,
+                                               help="checksums of the download, 'HEX  FILENAME' lines as sha256sum "
+                                                    "writes them"),
     insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
-                                                help="download without checksum verification (not recommended)"),
+                                                help="download without checksum verification (not recommended; "
+                                                     "prints the computed sums to pin next time)"),
     allow_shrink: bool = typer.Option(False, "--allow-shrink", help="replace the dataset even when the new version "
                                       "has under half the rows of the current one (that one is kept: "
                                       "`eventatlas datasets --versions`, `eventatlas restore`)"),
 ) -> None:
     """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
+    from .download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
+                           sha256sum_lines)
+
+    try:  # checksum arguments are settled before Prefect starts
+        sums = parse_sha256_args(sha256, sha256_file)
+        if (sums or insecure_skip_checksum) and not download:
+            raise ValueError("--sha256/--sha256-file/--insecure-skip-checksum apply to --download only")
+        if download and path is None:
+            check_sums(name, sums, insecure_skip_checksum)
+    except (ValueError, OSError, ChecksumRequired) as e:
+        _fail(str(e))
     from flows.ingest import ingest as ingest_flow
 
     from .io import InputError
 
-    opts = {k: v for k, v in (("sha256", sha256), ("insecure_skip_checksum", insecure_skip_checksum),
+    opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
     try:
         man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
@@ -187,9 +212,17 @@ def ingest(
         _fail(error_line(e), code=2)
     except KeyError as e:  # unknown reader name
         _fail(str(e).strip("'\""), code=2)
+    except (ChecksumError, ChecksumRequired, DownloadFailed) as e:  # final: one line, no retry
+        _fail(str(e))
     console.print(f"ingested [bold]{escape(str(man.get('dataset')))}[/bold] -> {escape(str(man.get('dataset_dir')))}: "
                   f"rows {escape(str(man.get('rows')))}, rejects {escape(str(man.get('rejects', man.get('reject_counts'))))}",
                   soft_wrap=True)
+    dl = man.get("download") or {}
+    unverified = {f: h for f, h in (dl.get("sha256") or {}).items() if not (dl.get("verified") or {}).get(f)}
+    if unverified:
+        console.print("downloaded without checksum verification; computed sums (save them to a file and pass "
+                      "--sha256-file next time):", soft_wrap=True)
+        console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("ingest-samples")
@@ -292,6 +325,7 @@ def train_all(
                                "device in --params keep it)"),
     resume: bool = typer.Option(False, "--resume", help="continue killed runs of the same configuration from "
                                 "their last checkpoint"),
+    report: bool = typer.Option(False, "--report", help="refresh the results page <data>/report.html at the end"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
@@ -311,9 +345,18 @@ def train_all(
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
-    console.print(f"{out['runs']} runs published to {out['warehouse']}", markup=False)
-    _leaderboard()
+    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report)
+    console.print(f"{out['runs']} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
+    if out.get("report"):
+        console.print(f"results report: {out['report']}", soft_wrap=True, markup=False)
+    _leaderboard(run_ids=_run_ids(out))
+
+
+def _run_ids(flow_out: dict) -> list[str]:
+    """The run ids of a train-all result (its run records)."""
+    from .records import read_record
+
+    return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
 
 @app.command()
@@ -425,11 +468,20 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _of_runs_sql(run_ids: list[str]) -> str:
+    """A WHERE condition on the ``leaderboard`` view: configurations the runs ``run_ids`` have metrics for."""
+    same = " AND ".join(f"m.{c} IS NOT DISTINCT FROM leaderboard.{c}" for c in
+                        ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
+                         "metric"))
+    return f"EXISTS (SELECT 1 FROM metrics m WHERE m.run_id IN ({', '.join('?' * len(run_ids))}) AND {same})"
+
+
 def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None, task: Optional[str] = None,
-                    lower_is_better: bool = False) -> tuple[str, list]:
+                    lower_is_better: bool = False, run_ids: Optional[list[str]] = None) -> tuple[str, list]:
     """Pivot of the ``leaderboard`` view: one line per configuration (task, dataset, setting, method,
     representation, clustering, variant), best value per metric (x100 for fractions), sorted by the
-    first metric, whose mean and std over seeds come first. Metric names travel as parameters."""
+    first metric, whose mean and std over seeds come first. Metric names travel as parameters.
+    ``run_ids``: only the configurations those runs produced (over all their seeds)."""
     if not metrics:
         raise ValueError("leaderboard_sql: no metric")
 
@@ -444,6 +496,9 @@ def leaderboard_sql(metrics: list[str], dataset: Optional[str] = None, task: Opt
     args: list = [first, first, *metrics]
     where = [c for c, v in (("task = ?", task), ("dataset = ?", dataset)) if v]
     args += [v for v in (task, dataset) if v]
+    if run_ids is not None:
+        where.append(_of_runs_sql(run_ids) if run_ids else "false")
+        args += list(run_ids)
     sql = (f"SELECT task, dataset, setting, method, representation AS rep, clustering, variant, "
            f"max(n_seeds) AS seeds, {', '.join(cols)} FROM leaderboard"
            + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -467,8 +522,10 @@ def _check_known(what: str, values: list[str], known: list[str], wh) -> None:
               f"{', '.join(known) if known else '(none: no completed run has metrics)'}")
 
 
-def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None) -> None:
-    """One table per task (or only ``task``); unknown task / dataset / metric names fail with the known ones."""
+def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
+                 run_ids: Optional[list[str]] = None) -> None:
+    """One table per task (or only ``task``); unknown task / dataset / metric names fail with the known ones.
+    ``run_ids``: only the rows of the configurations those runs produced (what train-all / demo just ran)."""
     from .warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
@@ -481,6 +538,14 @@ def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, t
         if requested:
             _check_known("metric", requested, _distinct(wh, "metric", task, dataset), wh)
         tasks = [task] if task else _distinct(wh, "task", dataset=dataset)
+        if run_ids is not None:
+            _, produced = wh.query_rows(f"SELECT DISTINCT task FROM metrics WHERE run_id IN "
+                                        f"({', '.join('?' * len(run_ids))})", list(run_ids)) if run_ids else (None, [])
+            tasks = [t for t in tasks if t in {r[0] for r in produced}]
+            if not tasks:
+                console.print("the runs produced no metrics (see `eventatlas sql \"SELECT run_id, status, error FROM "
+                              "runs ORDER BY started_at DESC\"`)", soft_wrap=True, markup=False)
+                return
         if not tasks:
             console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True, markup=False)
             return
@@ -493,9 +558,12 @@ def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, t
                 continue  # none of the requested metrics exists for this task
             _, lower = wh.query_rows("SELECT 1 FROM metric_direction WHERE metric = ? AND NOT higher_is_better",
                                      [chosen[0]])
-            sql, args = leaderboard_sql(chosen, dataset, t, lower_is_better=bool(lower))
+            sql, args = leaderboard_sql(chosen, dataset, t, lower_is_better=bool(lower), run_ids=run_ids)
             cols, rows = wh.query_rows(sql, args)
-            print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} (best over seeds; fractions x100)")
+            if run_ids is not None and not rows:
+                continue
+            scope = f"rows of the {len(run_ids)} runs just produced, " if run_ids is not None else ""
+            print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} ({scope}best over seeds; fractions x100)")
     except WarehouseError as e:
         _fail(str(e))
 
@@ -512,6 +580,22 @@ def leaderboard(
     """Best value per task x dataset x setting x method x representation x clustering x variant
     (mean/std over seeds of the first metric), from DuckDB."""
     _leaderboard(metrics, dataset, task)
+
+
+@app.command()
+def report(
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
+) -> None:
+    """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
+    per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
+    from .report import write_report
+    from .warehouse import WarehouseError
+
+    try:
+        path = write_report(out)
+    except WarehouseError as e:
+        _fail(str(e))
+    console.print(f"report written to {path.resolve()}", soft_wrap=True, markup=False)
 
 
 @app.command()
@@ -555,19 +639,50 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     print_rows(cols, rows)
 
 
+DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
+
+
+def demo_root() -> Path:
+    """The demo's own data root (``EVENTATLAS_DEMO_ROOT``, default ``<data root>/demo``)."""
+    return Path(os.environ.get(DEMO_ROOT_ENV) or config.data_root() / "demo")
+
+
 @app.command()
-def demo() -> None:
-    """Ingest all shipped samples, run `train-all` with its defaults, print the leaderboard from DuckDB."""
-    from flows.train_all import train_all as flow
+def demo(
+    root: Optional[Path] = typer.Option(None, "--root", help="the demo's data root (default <data root>/demo, "
+                                        f"or ${DEMO_ROOT_ENV}); its warehouse is <root>/eventatlas.duckdb"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} as for train-all"),
+) -> None:
+    """Ingest the shipped samples into the demo's own data root, run `train-all` there with its defaults
+    and print the leaderboard of those runs. Datasets you ingested elsewhere are not touched or trained on;
+    the embedding cache is shared (content-keyed)."""
+    from .methods import ParamError, validate_params
 
-    from .ingest import ingest_samples as run_samples
+    try:
+        p = json.loads(params) if params else None
+        validate_params(p, ["untuned"])
+    except (ValueError, ParamError) as e:
+        _fail(f"bad --params: {e}")
+    root = (root or demo_root()).resolve()
+    env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
+           "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
+    console.print(f"demo data root: {root} (datasets, runs; warehouse {env['EVENTATLAS_WAREHOUSE']}); "
+                  f"embedding cache {env['EVENTATLAS_CACHE']}", soft_wrap=True, markup=False)
+    from unittest import mock
 
-    mans = run_samples()
-    mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
-    console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
-    out = flow()
-    console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
-    _leaderboard()
+    with mock.patch.dict(os.environ, env):  # the demo's root for this command only
+        from flows.train_all import train_all as flow
+
+        from .ingest import ingest_samples as run_samples
+
+        mans = run_samples()
+        mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
+        console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
+        out = flow(params=p)
+        console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
+        _leaderboard(run_ids=_run_ids(out))
+        console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
+                      "eventatlas sql \"SELECT ...\"", soft_wrap=True, markup=False)
 
 
 def main() -> Any:  # pragma: no cover - console entry point

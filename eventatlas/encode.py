@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -346,11 +347,15 @@ def embed_mentions(
         return npy
     log.info("embedding %d mentions of %s (%s, %s on %s)", n_rows, path, representation, precision, device)
 
-    encoder = Encoder(model_id, **{**encoder_kw, "precision": precision, "device": device})
+    # one progress bar over the whole table (the encoder's per-chunk bars stay off) and a log line at
+    # most every 30 s, so a Prefect run's logs (--watch, the UI) show embedding moving too
+    show = encoder_kw.pop("progress", None)
+    encoder = Encoder(model_id, **{**encoder_kw, "precision": precision, "device": device, "progress": False})
     rejects = Rejects(dataset=str(path.parent.name))
     out_dir.mkdir(parents=True, exist_ok=True)
     n_ok, row0 = 0, 0
-    with atomic_path(npy) as tmp_npy, atomic_path(ids_pq) as tmp_ids:
+    progress = _EmbedProgress(n_rows, f"embed {path.parent.name} {representation}", show)
+    with progress, atomic_path(npy) as tmp_npy, atomic_path(ids_pq) as tmp_ids:
         # Rows are streamed into an over-allocated memmap, then trimmed to the kept rows.
         arr = np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=(n_rows, encoder.dim(representation)))
         ids_schema = pa.schema([pa.field("mention_id", pa.string(), nullable=False)])
@@ -365,6 +370,7 @@ def embed_mentions(
                     else:
                         keep.append(k)
                 row0 += batch.num_rows
+                progress.update(batch.num_rows)
                 if not keep:
                     continue
                 try:
@@ -400,6 +406,38 @@ def embed_mentions(
     }
     atomic_write_json(side, meta)
     return npy
+
+
+class _EmbedProgress:
+    """A tqdm bar over all rows of an embedding job (terminal only, unless ``show``) plus an INFO log
+    line at most every ``every_s`` seconds and at the end (rows done, rate)."""
+
+    def __init__(self, total: int, desc: str, show: bool | None = None, every_s: float = 30.0):
+        self.total, self.desc, self.show, self.every_s = total, desc, show, every_s
+        self.done, self.bar = 0, None
+
+    def __enter__(self):
+        from tqdm.auto import tqdm
+
+        self.t0 = self.last = time.perf_counter()
+        self.bar = tqdm(total=self.total, desc=self.desc, unit=" mentions", mininterval=1,
+                        disable=(not self.show) if self.show is not None else None)
+        return self
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n)
+        now = time.perf_counter()
+        if now - self.last >= self.every_s and self.done < self.total:
+            self.last = now
+            log.info("%s: %d/%d mentions (%.0f/s)", self.desc, self.done, self.total, self.done / (now - self.t0))
+
+    def __exit__(self, *exc):
+        self.bar.close()
+        if exc[0] is None:
+            dt = time.perf_counter() - self.t0
+            log.info("%s: %d mentions in %.1f s", self.desc, self.done, dt)
+        return False
 
 
 def _truncate_npy(path: Path, n: int, d: int) -> None:

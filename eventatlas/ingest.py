@@ -27,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from . import config
-from .download import fetch_dataset
+from .download import fetch
 from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
 from .readers import REGISTRY, get_reader
 from .readers._common import DATA_ERRORS
@@ -177,9 +177,11 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
         raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}")
     reader = get_reader(name)
     entry = dataset_entry(name)
+    fetched = None
     if path is None:
         if download:
-            path = fetch_dataset(name, sha256=opts.pop("sha256", None), insecure_skip_checksum=opts.pop("insecure_skip_checksum", False))
+            fetched = fetch(name, sha256=opts.pop("sha256", None), insecure_skip_checksum=opts.pop("insecure_skip_checksum", False))
+            path = fetched.dir
         else:
             path = _default_path(name, entry)
     path = Path(path)
@@ -195,7 +197,7 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     prev = _previous(out)
     fingerprint = fingerprint_paths([path])
     try:
-        manifest = _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint,
+        manifest = _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, fetched,
                           entry, t0, opts)
     except BaseException:
         if not existed:  # a failed ingest under a new name leaves nothing behind
@@ -219,7 +221,8 @@ def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
         raise InputError(e.filename or path, "-", "is a directory; pass the file (or the release directory the reader expects)") from None
 
 
-def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, entry, t0, opts) -> dict:
+def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, fetched, entry, t0,
+           opts) -> dict:
     seen_docs: set[str] = set()
     rows: dict[str, int] = {}
     def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
@@ -267,6 +270,8 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
                 "ontology": entry.get("ontology"),
                 "ingested_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "seconds": round(time.perf_counter() - t0, 3),
+                # what a download fetched: sha256 per file and whether it was verified (pin unverified ones)
+                **({"download": {"sha256": fetched.sums, "verified": fetched.verified}} if fetched else {}),
             }
         )
     return manifest
@@ -316,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir")
     ap.add_argument("--samples", action="store_true", help="ingest every shipped sample")
     ap.add_argument("--download", action="store_true", help="download the official release first (registry URL)")
-    ap.add_argument("--sha256", help="expected sha256 of the download (single file)")
+    ap.add_argument("--sha256", action="append", default=[], metavar="[FILE=]HEX", help="expected sha256 (per file: FILE=HEX)")
+    ap.add_argument("--sha256-file", metavar="SUMS", help="checksum file as sha256sum writes it")
     ap.add_argument("--insecure-skip-checksum", action="store_true")
     a = ap.parse_args(argv)
     try:
@@ -326,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.name:
             ap.error("NAME is required unless --samples")
-        extra = {"sha256": a.sha256, "insecure_skip_checksum": a.insecure_skip_checksum} if a.download else {}
+        from .download import parse_sha256_args
+
+        extra = {"sha256": parse_sha256_args(a.sha256, a.sha256_file), "insecure_skip_checksum": a.insecure_skip_checksum} if a.download else {}
         m = ingest(a.name, a.path, out_dir=a.out_dir, dataset=a.dataset, download=a.download, **extra)
     except (InputError, FileNotFoundError, KeyError, ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)

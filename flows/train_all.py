@@ -10,6 +10,7 @@ from eventatlas.data import ingested
 from eventatlas.device import resolve_device
 from eventatlas.methods import get_spec, validate_params
 from tasks.publish import publish_task, summarize_task
+from tasks.report import report_task
 from tasks.train import train_task
 
 
@@ -38,6 +39,7 @@ def train_all(
     params: dict[str, dict[str, Any]] | None = None,
     device: str = "auto",
     resume: bool = False,
+    report: bool = False,
 ) -> dict[str, Any]:
     """Run each method on each dataset it applies to (or ``datasets``) for each seed.
 
@@ -48,6 +50,7 @@ def train_all(
     Each run is published as soon as it finishes (the publish task is the only warehouse writer);
     the flow fails at the end if any run failed, after publishing it. Runs a method declares not
     applicable are published as ``skipped`` with the reason and do not fail the flow.
+    ``report`` refreshes the results page ``<data>/report.html`` at the end (failed runs included).
     """
     logger = get_run_logger()
     methods = list(methods or ["untuned"])
@@ -73,6 +76,8 @@ def train_all(
     summarize_task(records)
     summary = {"runs": len(records), "records": records, "failed": failed, "skipped": skipped,
                "warehouse": out["warehouse"]}
+    if report:
+        summary["report"] = report_task()
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(records)} runs failed (published with status 'failed'): {failed}")
     return summary

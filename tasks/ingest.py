@@ -1,4 +1,4 @@
-"""Ingest task: one reader into one dataset directory (retries only when downloading)."""
+"""Ingest task: one reader into one dataset directory (retries only transient download failures)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,14 +19,27 @@ def ingest_task(name: str, path: str | None = None, download: bool = False, data
     manifest = ingest(name, path, dataset=dataset, download=download, **(opts or {}))
     ds = manifest.get("dataset") or dataset or name
     out = {**manifest, "dataset_dir": str(manifest.get("path") or (config.datasets_dir() / ds))}
-    logger.info("ingested %s from %s: rows=%s rejects=%s", ds, path or "(download)", manifest.get("rows"),
+    source = manifest.get("source") or path
+    how = "downloaded to" if manifest.get("download") else "from"
+    logger.info("ingested %s %s %s: rows=%s rejects=%s", ds, how, source, manifest.get("rows"),
                 manifest.get("rejects"))
     return out
 
 
+def transient_failure(task, task_run, state) -> bool:
+    """Prefect ``retry_condition_fn``: retry only a download that failed for a reason that may pass
+    (connection errors, 429, 5xx). A checksum refusal, a missing checksum or bad input is final."""
+    from eventatlas.download import DownloadFailed
+
+    exc = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
+    return isinstance(exc, DownloadFailed) and exc.transient
+
+
 def ingest_task_for(download: bool):
-    """Network tasks retry (transient HTTP failures); local reads fail fast."""
-    return ingest_task.with_options(retries=3, retry_delay_seconds=[10, 30, 90]) if download else ingest_task
+    """Network tasks retry transient failures (after the downloader's own retries); the rest fails fast."""
+    if not download:
+        return ingest_task
+    return ingest_task.with_options(retries=3, retry_delay_seconds=[10, 30, 90], retry_condition_fn=transient_failure)
 
 
 @task(name="ingest-samples")

@@ -1,0 +1,290 @@
+"""A results report: one self-contained HTML page from the warehouse (``eventatlas report``).
+
+Sections: the leaderboard per task and dataset (mean ± std over seeds per metric, the best mean of
+each column marked, the metric's direction from ``metric_direction``), a bar chart of the first
+metric per task and dataset, learning curves (loss by step) of trained runs from ``train_steps``,
+the runs' PNG plots (artifacts ``plot/...``, e.g. UMAP projections, embedded as data URIs), the wiki
+event-grounding builds with their diff to the previous build, and the run table (config, code
+version, data fingerprint, device, status, error).
+
+Charts are inline SVG written here (no JavaScript, no CDN, no image files), so the page works
+offline and opens anywhere. Numbers in cells carry ``data-*`` attributes (the raw value) so a test
+can check them against the warehouse. Reads the warehouse read-only.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+# the metrics shown per task and which are fractions (x100): the same choices as `eventatlas leaderboard`
+from .cli import _NOT_FRACTION as NOT_FRACTION
+from .cli import DEFAULT_METRICS
+from .warehouse import Warehouse
+
+CONFIG_COLS = ("setting", "method", "representation", "clustering", "variant")
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:15px;margin:20px 0 6px}
+table{border-collapse:collapse;margin:6px 0 14px;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.best{font-weight:700;background:#e6f4ea}.muted{color:#777}.err{color:#a40000}
+svg text{font:11px system-ui,sans-serif}.note{color:#555;font-size:12px}
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def _scale(metric: str) -> float:
+    return 1.0 if NOT_FRACTION.search(metric) else 100.0
+
+
+def _fmt(v: float | None, metric: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v * _scale(metric):.1f}"
+
+
+def load(wh: Warehouse) -> dict[str, Any]:
+    """Everything the page shows, as plain Python (one read-only pass over the warehouse)."""
+    cols, rows = wh.query_rows(
+        "SELECT task, dataset, setting, method, representation, clustering, variant, metric, mean, std, n_seeds, best "
+        "FROM leaderboard ORDER BY task, dataset, metric")
+    board = [dict(zip(cols, r)) for r in rows]
+    _, lower = wh.query_rows("SELECT metric FROM metric_direction WHERE NOT higher_is_better")
+    _, runs = wh.query_rows(
+        "SELECT run_id, flow, method, status, seed, device, code_version, data_fingerprints, params, started_at, "
+        "finished_at, error FROM runs ORDER BY started_at DESC NULLS LAST, run_id")
+    run_cols = ["run_id", "flow", "method", "status", "seed", "device", "code_version", "data_fingerprints", "params",
+                "started_at", "finished_at", "error"]
+    _, steps = wh.query_rows(
+        "SELECT s.run_id, r.method, r.seed, coalesce(r.params ->> 'dataset', '') AS dataset, s.phase, s.step, s.loss "
+        "FROM train_steps s JOIN runs r USING (run_id) WHERE s.loss IS NOT NULL ORDER BY s.run_id, s.phase, s.step")
+    _, plots = wh.query_rows(
+        "SELECT a.run_id, a.kind, a.path, r.method, r.seed, coalesce(r.params ->> 'dataset', '') FROM artifacts a "
+        "JOIN runs r USING (run_id) WHERE a.kind LIKE 'plot/%' ORDER BY r.method, a.run_id, a.kind")
+    _, tables = wh.query_rows("SELECT table_name FROM information_schema.tables")
+    builds, diffs = [], []
+    if {"wiki_builds", "wiki_build_diffs"} <= {t[0] for t in tables}:
+        bcols, brows = wh.query_rows("SELECT build_id, dataset, recorded_at, n_events, n_mentions, previous_build_id "
+                                     "FROM wiki_builds ORDER BY recorded_at DESC NULLS LAST, build_id DESC")
+        builds = [dict(zip(bcols, r)) for r in brows]
+        if builds:
+            dcols, drows = wh.query_rows("SELECT language, events_added, events_removed, mentions_added, "
+                                         "mentions_removed FROM wiki_build_diffs WHERE build_id = ? ORDER BY language",
+                                         [builds[0]["build_id"]])
+            diffs = [dict(zip(dcols, r)) for r in drows]
+    return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
+            "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path)}
+
+
+def _metrics_for(task: str, present: Iterable[str], max_all: int = 6) -> list[str]:
+    """The task's default metrics first; every metric when there are at most ``max_all``."""
+    present = sorted(set(present))
+    chosen = [m for m in DEFAULT_METRICS.get(task, ()) if m in present]
+    if len(present) <= max_all:
+        return chosen + [m for m in present if m not in chosen]
+    return chosen or present[:3]
+
+
+def leaderboard_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One table per (task, dataset): configurations x chosen metrics, mean/std/n, best mean marked."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in data["board"]:
+        groups[(r["task"], r["dataset"])].append(r)
+    tables = []
+    for (task, dataset), rows in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        metrics = _metrics_for(task, (r["metric"] for r in rows))
+        confs: dict[tuple, dict[str, dict]] = defaultdict(dict)
+        for r in rows:
+            if r["metric"] in metrics:
+                confs[tuple(r[c] for c in CONFIG_COLS)][r["metric"]] = r
+        best: dict[str, float] = {}
+        for m in metrics:
+            vals = [c[m]["mean"] for c in confs.values() if m in c and c[m]["mean"] is not None]
+            if vals and not NOT_FRACTION.search(m) or (vals and m in data["lower"]):
+                best[m] = min(vals) if m in data["lower"] else max(vals)
+        first = metrics[0]
+        order = sorted(confs.items(), key=lambda kv: (kv[1].get(first, {}).get("mean") is None,
+                                                      (1 if first in data["lower"] else -1)
+                                                      * (kv[1].get(first, {}).get("mean") or 0.0),
+                                                      [str(x) for x in kv[0]]))
+        tables.append({"task": task, "dataset": dataset, "metrics": metrics, "best": best, "rows": order})
+    return tables
+
+
+def _table_html(t: dict[str, Any], lower: set[str]) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in CONFIG_COLS) + "<th>seeds</th>" + "".join(
+        f"<th>{_e(m)} {'↓' if m in lower else '↑' if not NOT_FRACTION.search(m) else ''}</th>" for m in t["metrics"])
+    body = []
+    for conf, cells in t["rows"]:
+        n = max((c.get("n_seeds") or 0) for c in cells.values())
+        tds = "".join(f"<td>{_e(v)}</td>" for v in conf) + f'<td class="num">{n}</td>'
+        for m in t["metrics"]:
+            c = cells.get(m)
+            if c is None:
+                tds += "<td></td>"
+                continue
+            is_best = m in t["best"] and c["mean"] is not None and math.isclose(c["mean"], t["best"][m])
+            std = f" ± {_fmt(c['std'], m)}" if c.get("std") is not None else ""
+            tds += (f'<td class="num{" best" if is_best else ""}" data-metric="{_e(m)}" data-mean="{c["mean"]!r}" '
+                    f'data-std="{c["std"]!r}" data-best="{str(is_best).lower()}">{_fmt(c["mean"], m)}{std}</td>')
+        body.append(f"<tr>{tds}</tr>")
+    return (f'<table class="leaderboard" data-task="{_e(t["task"])}" data-dataset="{_e(t["dataset"])}">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _bars_svg(t: dict[str, Any]) -> str:
+    """Horizontal bars of the first metric's mean per configuration (x100 for fractions)."""
+    m = t["metrics"][0]
+    rows = [(conf, cells[m]["mean"]) for conf, cells in t["rows"] if m in cells and cells[m]["mean"] is not None][:40]
+    # label by what tells the bars apart: configuration columns equal on every bar are left out
+    varying = [i for i in range(len(CONFIG_COLS)) if len({conf[i] for conf, _ in rows}) > 1] or [1]
+    items = []
+    for conf, v in rows:
+        label = " / ".join(str(conf[i]) for i in varying if conf[i] not in (None, "")) or str(conf[1])
+        items.append((label if len(label) <= 52 else label[:51] + "…", v))
+    if not items:
+        return ""
+    vmax = max(abs(v) for _, v in items) or 1.0
+    w, label_w, bar_w, h = 760, 330, 360, 16
+    out = [f'<svg class="bars" width="{w}" height="{h * len(items) + 24}" role="img" '
+           f'aria-label="{_e(m)} by configuration">']
+    for i, (label, v) in enumerate(items):
+        y = 18 + i * h
+        length = max(1.0, bar_w * abs(v) / vmax)
+        out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{_e(label)}</text>'
+                   f'<rect x="{label_w}" y="{y + 2}" width="{length:.1f}" height="{h - 4}" fill="#4c78a8"/>'
+                   f'<text x="{label_w + length + 4:.1f}" y="{y + 11}">{_fmt(v, m)}</text>')
+    out.append(f'<text x="{label_w}" y="12" class="muted">{_e(m)} (mean over seeds'
+               f'{", x100" if not NOT_FRACTION.search(m) else ""})</text></svg>')
+    return "".join(out)
+
+
+def _curves_svg(steps: list[tuple]) -> str:
+    """Loss by step, one polyline per run x phase (trained runs only)."""
+    series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for run_id, method, seed, dataset, phase, step, loss in steps:
+        if loss is not None and math.isfinite(loss):
+            series[(run_id, method, seed, dataset, phase)].append((float(step), float(loss)))
+    if not series:
+        return '<p class="muted">No trained run has training steps in the warehouse.</p>'
+    xs = [x for s in series.values() for x, _ in s]
+    ys = [y for s in series.values() for _, y in s]
+    x0, x1, y0, y1 = min(xs), max(xs) or 1.0, min(ys), max(ys)
+    x1 = x1 if x1 > x0 else x0 + 1
+    y1 = y1 if y1 > y0 else y0 + 1
+    w, h, pad = 760, 300, 40
+    colours = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
+    out = [f'<svg class="curves" width="{w}" height="{h + 20 + 16 * len(series)}" role="img" aria-label="learning curves">',
+           f'<line x1="{pad}" y1="{h - pad}" x2="{w - 10}" y2="{h - pad}" stroke="#999"/>'
+           f'<line x1="{pad}" y1="10" x2="{pad}" y2="{h - pad}" stroke="#999"/>'
+           f'<text x="{pad}" y="{h - pad + 14}">{x0:g}</text><text x="{w - 10}" y="{h - pad + 14}" text-anchor="end">'
+           f'step {x1:g}</text><text x="{pad - 4}" y="14" text-anchor="end">{y1:.3g}</text>'
+           f'<text x="{pad - 4}" y="{h - pad}" text-anchor="end">{y0:.3g}</text>']
+    for i, (key, pts) in enumerate(sorted(series.items(), key=lambda kv: [str(k) for k in kv[0]])):
+        c = colours[i % len(colours)]
+        path = " ".join(f"{pad + (x - x0) / (x1 - x0) * (w - pad - 10):.1f},"
+                        f"{h - pad - (y - y0) / (y1 - y0) * (h - pad - 10):.1f}" for x, y in sorted(pts))
+        run_id, method, seed, dataset, phase = key
+        out.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="1.5" '
+                   f'data-run="{_e(run_id)}" data-points="{len(pts)}"/>')
+        out.append(f'<text x="{pad}" y="{h + 4 + 16 * i}" fill="{c}">■ {_e(method)} seed {_e(seed)} {_e(dataset)} '
+                   f'{_e(phase or "")} ({_e(run_id)})</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _plots_html(plots: list[tuple]) -> str:
+    """The runs' PNG plots inline (downscaled data URIs: the page stays one file)."""
+    from .plots import png_data_uri
+
+    out = []
+    for run_id, kind, path, method, seed, dataset in plots:
+        if not (path and str(path).lower().endswith(".png") and Path(path).is_file()):
+            continue
+        uri = png_data_uri(path)
+        caption = f"{kind} — {method} seed {seed} {dataset} ({run_id})"
+        out.append(f'<figure data-run="{_e(run_id)}" data-kind="{_e(kind)}">' +
+                   (f'<img alt="{_e(caption)}" src="{uri}" style="max-width:800px">' if uri else
+                    f'<p class="muted">too large to embed: <code>{_e(path)}</code></p>') +
+                   f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return "".join(out) or '<p class="muted">No run has a PNG plot artifact.</p>'
+
+
+def _wiki_html(builds: list[dict], diffs: list[dict]) -> str:
+    if not builds:
+        return '<p class="muted">No wiki event-grounding build in the warehouse.</p>'
+    cols = ("build_id", "dataset", "recorded_at", "n_events", "n_mentions", "previous_build_id")
+    rows = "".join("<tr>" + "".join(f"<td>{_e(b[c])}</td>" for c in cols) + "</tr>" for b in builds)
+    out = (f'<table class="wiki-builds"><thead><tr>{"".join(f"<th>{c}</th>" for c in cols)}</tr></thead>'
+           f"<tbody>{rows}</tbody></table>")
+    if diffs:
+        dcols = ("language", "events_added", "events_removed", "mentions_added", "mentions_removed")
+        drows = "".join("<tr>" + "".join(f"<td>{_e(d[c])}</td>" for c in dcols) + "</tr>" for d in diffs)
+        out += (f"<h3>Diff of {_e(builds[0]['build_id'])} to {_e(builds[0]['previous_build_id'] or '(none)')}</h3>"
+                f'<table class="wiki-diff"><thead><tr>{"".join(f"<th>{c}</th>" for c in dcols)}</tr></thead>'
+                f"<tbody>{drows}</tbody></table>")
+    return out
+
+
+def _runs_html(runs: list[dict]) -> str:
+    head = "".join(f"<th>{c}</th>" for c in ("run", "flow", "method", "status", "seed", "device", "code version",
+                                             "data fingerprint", "config", "started", "error"))
+    body = []
+    for r in runs:
+        fp = r["data_fingerprints"]
+        try:
+            fp = ", ".join(f"{k}: {str(v)[:12]}" for k, v in json.loads(fp).items()) if fp else ""
+        except (TypeError, ValueError):
+            pass
+        params = r["params"] or ""
+        short = params if len(params) <= 160 else params[:157] + "..."
+        body.append(f'<tr data-run="{_e(r["run_id"])}" data-status="{_e(r["status"])}"><td>{_e(r["run_id"])}</td>'
+                    f'<td>{_e(r["flow"])}</td><td>{_e(r["method"])}</td><td>{_e(r["status"])}</td>'
+                    f'<td class="num">{_e(r["seed"])}</td><td>{_e(r["device"])}</td>'
+                    f'<td>{_e(str(r["code_version"] or "")[:12])}</td><td>{_e(fp)}</td>'
+                    f'<td title="{_e(params)}"><code>{_e(short)}</code></td><td>{_e(r["started_at"])}</td>'
+                    f'<td class="err">{_e(r["error"])}</td></tr>')
+    return f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
+    """The page as one HTML string (inline CSS and SVG only)."""
+    tables = leaderboard_tables(data)
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+             f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><style>{_CSS}</style></head><body>",
+             f"<h1>{_e(title)}</h1><p class=\"note\">From <code>{_e(data['warehouse'])}</code>, "
+             f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}. Mean ± sample std over seeds; fractions "
+             f"x100; the best mean of each column is marked (↑ higher is better, ↓ lower). {len(data['runs'])} runs.</p>"]
+    if not tables:
+        parts.append('<p class="muted">The leaderboard is empty: no completed run has metrics yet.</p>')
+    for task in dict.fromkeys(t["task"] for t in tables):
+        parts.append(f'<h2 id="task-{_e(task)}">{_e(task)}</h2>')
+        for t in (t for t in tables if t["task"] == task):
+            parts.append(f"<h3>{_e(t['dataset'])}</h3>{_table_html(t, data['lower'])}{_bars_svg(t)}")
+    parts.append(f"<h2 id=\"curves\">Learning curves</h2>{_curves_svg(data['steps'])}")
+    parts.append(f"<h2 id=\"plots\">Plots</h2>{_plots_html(data.get('plots') or [])}")
+    parts.append(f"<h2 id=\"wiki\">Wiki event-grounding builds</h2>"
+                 f"{_wiki_html(data.get('builds') or [], data.get('diffs') or [])}")
+    parts.append(f"<h2 id=\"runs\">Runs</h2>{_runs_html(data['runs'])}</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(out: str | os.PathLike, warehouse: Warehouse | None = None) -> Path:
+    """Render the warehouse's report into ``out`` (written atomically)."""
+    wh = warehouse or Warehouse()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(render(load(wh)), encoding="utf-8")
+    os.replace(tmp, out)
+    return out
