@@ -92,9 +92,11 @@ def positive_pairs(k: int, cap: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: SiameseParams, *, seed: int = 0,
-                         device: str = "cpu") -> tuple[QueryNetworks, list[float]]:
+                         device: str = "cpu", on_epoch: Callable[[int, int], None] | None = None
+                         ) -> tuple[QueryNetworks, list[float]]:
     """Train one Siamese network per query: ``shots`` (G, k, d) (k >= 2), ``outside`` (N, d) the
-    unlabelled mentions negatives are drawn from. Returns the networks and the mean loss per epoch."""
+    unlabelled mentions negatives are drawn from. Returns the networks and the mean loss per epoch;
+    ``on_epoch(done, total)`` after each epoch (a progress bar)."""
     G, k, d = shots.shape
     if k < 2:
         raise ValueError(f"the Siamese model needs at least 2 examples per query (same-class pairs), got {k}")
@@ -133,6 +135,8 @@ def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: Siamese
             opt.step()
             total, n_b = total + float(loss.detach()) / G, n_b + 1
         history.append(total / max(n_b, 1))
+        if on_epoch:
+            on_epoch(len(history), params.epochs)
     net.eval()
     return net, history
 
