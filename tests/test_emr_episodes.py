@@ -112,3 +112,21 @@ def test_pool_refuses_a_dataset_without_labels(tmp_path):
                              "trigger_end": [1], "trigger": ["A"], "labels": [[]]}), tmp_path / "mentions.parquet")
     with pytest.raises(NotApplicable, match="no mention has a gold label"):
         candidate_pool(tmp_path)
+
+
+@pytest.mark.shared_data
+def test_episode_on_the_real_maven_subset(tmp_path):
+    from conftest import shared_path
+
+    from eventatlas.ingest import ingest
+
+    src = shared_path("maven", "subset", "maven_subset_a.json")
+    ingest("maven_sentences", src, out_dir=tmp_path / "maven_subset", dataset="maven_subset")
+    pool = candidate_pool(tmp_path / "maven_subset", seed=0)
+    src_counts = pool["source"].value_counts().to_pylist()
+    counts = {d["values"]: d["counts"] for d in src_counts}
+    assert counts["mention"] == 9562 and 270 <= counts["no_event"] <= 284  # one per no-event sentence with a content word
+    ep = sample_episode(pool, seed=0)  # the paper's protocol: >= 100 mentions, 50 / 10 / 40, n0 = 2000
+    assert ep.record["m"] == 29 and len(ep.corpus) == 29 * 50 + 2000
+    assert set(ep.record["none_sources"]) == {"mention", "no_event"}
+    assert all(len(ep.queries[k]) == 290 for k in (2, 5, 10))
