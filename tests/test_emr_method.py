@@ -47,6 +47,9 @@ def test_emr_run_records_episodes_and_retrieval_rows(sample_dataset):
         corpus = {i["mention_id"] for i in items if i["repetition"] == r and i["role"] == "corpus"}
         shots = {m for q in queries if q["repetition"] == r for m in q["shot_mention_ids"]}
         assert shots and not shots & corpus
+    reps = pq.read_table(arts["emr/scores_per_repetition"]["path"]).to_pylist()
+    assert len(reps) == 2 * 2 * 2  # repetitions x ks x models
+    assert all((r["train_loss_first_epoch"] is None) == (r["model"] == "adhoc") for r in reps)
     pool = pq.read_table(arts["emr/pool"]["path"]).to_pylist()
     ne = [p for p in pool if p["source"] == "no_event"]
     assert len(ne) == 4 and all(p["sentence"][p["trigger_start"]:p["trigger_end"]] == p["trigger"] for p in ne)

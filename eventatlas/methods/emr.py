@@ -189,5 +189,7 @@ def _write_tables(result: MethodResult, out_dir: Path, items_t, queries_t, per_r
     result.add_artifact("emr/episode_items", items, sum(t.num_rows for t in items_t))
     queries = write_parquet(pa.concat_tables(queries_t), out_dir / "episodes" / "queries.parquet")
     result.add_artifact("emr/episode_queries", queries, sum(t.num_rows for t in queries_t))
-    reps = write_parquet(pa.Table.from_pylist(per_rep), out_dir / "scores_per_repetition.parquet")
+    keys = list(dict.fromkeys(k for row in per_rep for k in row))  # siamese rows carry training losses too
+    reps = write_parquet(pa.table({k: [row.get(k) for row in per_rep] for k in keys}),
+                         out_dir / "scores_per_repetition.parquet")
     result.add_artifact("emr/scores_per_repetition", reps, len(per_rep))
