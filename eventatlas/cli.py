@@ -626,6 +626,75 @@ def publish(
 
 
 @app.command()
+def search(
+    dataset: str = typer.Option(..., "--dataset", help="ingested corpus to search (its mentions)"),
+    examples: Path = typer.Option(..., "--examples", help="JSON lines: a sentence with its trigger in [brackets] "
+                                  "(a string or {\"text\": ...}) or {\"mention_id\": ...}"),
+    model: str = typer.Option("adhoc", "--model", help="adhoc (mean cosine) | siamese (trained on the examples now)"),
+    top: int = typer.Option(50, "--top", help="results to show"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="also write the results (.csv or .parquet)"),
+    representation: str = typer.Option("window4", "--representation", "-r"),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id or local path (default all-MiniLM-L6-v2)"),
+    epochs: int = typer.Option(50, "--epochs", help="siamese: training epochs"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+) -> None:
+    """Few-shot event mention retrieval: rank a corpus's mentions by similarity to a few examples."""
+    from .emr.search import SearchError
+    from .emr.search import search as run_search
+
+    if model.startswith("meta:"):
+        _fail(f"--model {model}: meta-trained EMR models are not available yet (use adhoc or siamese)")
+    if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
+        _fail(f"--output {output}: give a .csv or .parquet path")
+    _check_device(device)
+    ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
+    bar = None
+    try:
+        kw: dict[str, Any] = {}
+        if model == "siamese":
+            from tqdm.auto import tqdm
+
+            from .emr.models import SiameseParams
+
+            bar = tqdm(total=epochs, desc="siamese", unit="epoch")
+            kw = {"siamese": SiameseParams(epochs=epochs),
+                  "on_epoch": lambda done, total: bar.update(done - bar.n)}
+        table = run_search(ddir, examples, model=model, top=top, model_id=encoder, representation=representation,
+                           device=device, seed=seed, **kw)
+    except (SearchError, FileNotFoundError) as e:
+        _fail(str(e))
+    finally:
+        if bar is not None:
+            bar.close()
+    rows = []
+    for r in table.to_pylist():
+        a, b, s = r["trigger_start"], r["trigger_end"], r["sentence"]
+        text = f"{escape(s[:a])}[bold magenta]{escape(s[a:b])}[/bold magenta]{escape(s[b:])}"
+        rows.append((r["rank"], round(r["score"], 4), text, r["doc_id"], ", ".join(r["labels"] or [])))
+    t = Table(title=f"{dataset}: top {len(rows)} for {examples} ({model})")
+    for c in ("rank", "score", "sentence", "doc_id", "labels"):
+        t.add_column(c, overflow="fold")
+    for row in rows:
+        t.add_row(*[str(x) for x in row])
+    console.print(t)
+    if output is not None:
+        from .io import atomic_path, write_parquet
+
+        if output.suffix.lower() == ".parquet":
+            write_parquet(table, output)
+        else:
+            import pyarrow as pa
+            import pyarrow.csv as pcsv
+
+            labels = pa.array(["|".join(x or []) for x in table["labels"].to_pylist()], pa.string())
+            output.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(output) as tmp:  # nothing half-written
+                pcsv.write_csv(table.set_column(table.schema.get_field_index("labels"), "labels", labels), tmp)
+        console.print(f"wrote {len(rows)} results to {output}", markup=False)
+
+
+@app.command()
 def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only)")) -> None:
     """Run a read-only SQL query against the warehouse and print a table."""
     import duckdb

@@ -10,7 +10,7 @@ from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
-            "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report"]
+            "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search"]
 runner = CliRunner()
 
 

@@ -262,6 +262,7 @@ def test_prefect_yaml_deployments():
         if flow_obj.name == "ingest":
             assert d["parameters"]["name"] == d["name"]
     assert "train-all/default" in names
+    assert "train-all/emr" in names
     assert {f"ingest/{n}" for n in load_registry()} <= names
 
 

@@ -17,6 +17,10 @@ SPECS: dict[str, MethodSpec] = {
         run="eventatlas.methods.batch_attention:run", applies_to=frozenset({"typed_mentions"}),
         tasks=("induction", "naming", "linking", "training"), gpu="advised",
         description="batch-attention type induction (Edwards & Ji 2023): train on seen types, cluster unseen"),
+    "emr": MethodSpec(
+        name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
+        applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
+        description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
 }
 REGISTRY = SPECS  # name -> spec
 

@@ -1,0 +1,12 @@
+"""Few-shot event mention retrieval (EMR, issue 10): query by example over any ingested corpus.
+
+* :mod:`.episodes` — the k-shot m-way evaluation framework: a seeded, recorded sampler over any
+  labelled dataset (m types, per-type test corpus / query / dev pools, n0 "None" mentions from
+  other types and from sentences without events with a recorded content-word candidate trigger).
+* :mod:`.loss` — the Siamese loss ``y·max(1−S, 0)² + (1−y)·S²``.
+* :mod:`.models` — the ad-hoc ranker (mean cosine over the k shots) and the per-query Siamese
+  network (3 dense layers on the frozen representation), trained for many queries at once.
+* :mod:`.search` — what ``eventatlas search`` runs: examples -> ranked corpus mentions (faiss).
+
+The method that evaluates them is :mod:`eventatlas.methods.emr` (``train-all --methods emr``).
+"""

@@ -1,0 +1,176 @@
+"""EMR models: the ad-hoc ranker and the per-query Siamese network.
+
+* Ad-hoc: a mention is its frozen ``window4`` vector (last 4 layers over ±2 words, from
+  :mod:`eventatlas.encode`); a query's score for a candidate is the mean cosine over its k shots,
+  which :func:`eventatlas.evaluation.retrieval.rank` computes exactly as one search with the mean of
+  the unit shot vectors (:func:`adhoc_query`).
+* Siamese (trained per query, from that query alone): three dense layers (``hidden`` units, ReLU
+  between them) on the frozen representation, shared by both branches; S = cosine of the two
+  outputs; loss :func:`eventatlas.emr.loss.siamese_loss`. Same-class pairs = the pairs of the k
+  shots (up to ``max_positive_pairs``); not-same-class pairs = a shot with a mention outside the
+  query (the corpus: unlabelled, as a user has it), ``negatives`` fresh ones per epoch.
+
+Speed: the representations are computed once; the networks of many queries are trained at once as
+one stack of weight tensors (:class:`QueryNetworks`, batched matrix products). Adam is element-wise
+and each network's loss only reaches its own weights, so training G stacked networks on the sum of
+their mean losses is exactly training each alone. This is why the per-query loop is written here
+instead of going through :class:`eventatlas.training.Trainer`: thousands of 2-million-parameter
+networks trained for a few hundred steps each, where the Trainer's per-epoch checkpoints, step logs
+and plots (one set per query) would cost more than the training.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .loss import siamese_loss
+
+
+def adhoc_query(shots: np.ndarray) -> np.ndarray:
+    """(d,) search vector of a k-shot query: the mean of its unit shot vectors (score = mean cosine)."""
+    from ..evaluation.retrieval import query_vectors
+
+    return query_vectors([np.asarray(shots, dtype=np.float32)])[0]
+
+
+@dataclass
+class SiameseParams:
+    epochs: int = 50
+    batch_size: int = 50
+    lr: float = 5e-5
+    negatives: int = 150  # not-same-class pairs per query and epoch (sampled afresh)
+    max_positive_pairs: int = 200
+    hidden: int = 768
+    layers: int = 3
+    query_batch: int = 16  # networks trained at once
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class QueryNetworks(torch.nn.Module):
+    """G independent MLPs ``d_in -> hidden (x layers)``, weights stacked as (G, fan_in, fan_out)."""
+
+    def __init__(self, n_networks: int, d_in: int, hidden: int = 768, layers: int = 3,
+                 generator: torch.Generator | None = None):
+        super().__init__()
+        dims = [d_in] + [hidden] * layers
+        self.weights = torch.nn.ParameterList()
+        self.biases = torch.nn.ParameterList()
+        for a, b in zip(dims[:-1], dims[1:]):
+            bound = 1.0 / math.sqrt(a)  # nn.Linear's default initialisation, per network
+            self.weights.append(torch.nn.Parameter(torch.empty(n_networks, a, b).uniform_(-bound, bound, generator=generator)))
+            self.biases.append(torch.nn.Parameter(torch.empty(n_networks, 1, b).uniform_(-bound, bound, generator=generator)))
+
+    @property
+    def n_networks(self) -> int:
+        return self.weights[0].shape[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: (G, B, d_in), one batch per network, or (B, d_in) given to every network -> (G, B, hidden)."""
+        h = x
+        last = len(self.weights) - 1
+        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.matmul(h, W) + b
+            if i < last:
+                h = torch.relu(h)
+        return h
+
+
+def positive_pairs(k: int, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """(P, 2) index pairs i < j of k shots, a seeded subset of ``cap`` when there are more."""
+    pairs = np.asarray(list(itertools.combinations(range(k), 2)), dtype=np.int64).reshape(-1, 2)
+    if len(pairs) > cap:
+        pairs = pairs[np.sort(rng.choice(len(pairs), size=cap, replace=False))]
+    return pairs
+
+
+def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: SiameseParams, *, seed: int = 0,
+                         device: str = "cpu", on_epoch: Callable[[int, int], None] | None = None
+                         ) -> tuple[QueryNetworks, list[float]]:
+    """Train one Siamese network per query: ``shots`` (G, k, d) (k >= 2), ``outside`` (N, d) the
+    unlabelled mentions negatives are drawn from. Returns the networks and the mean loss per epoch;
+    ``on_epoch(done, total)`` after each epoch (a progress bar)."""
+    G, k, d = shots.shape
+    if k < 2:
+        raise ValueError(f"the Siamese model needs at least 2 examples per query (same-class pairs), got {k}")
+    if len(outside) == 0:
+        raise ValueError("no outside mentions to draw not-same-class pairs from")
+    rng = np.random.default_rng([seed, 11])
+    gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    net = QueryNetworks(G, d, params.hidden, params.layers, generator=gen).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=params.lr)
+    S_t = torch.as_tensor(np.ascontiguousarray(shots, dtype=np.float32), device=device)
+    O_t = torch.as_tensor(np.ascontiguousarray(outside, dtype=np.float32), device=device)
+    pos = positive_pairs(k, params.max_positive_pairs, rng)
+    n_pos, n_neg = len(pos), int(params.negatives)
+    y_all = np.concatenate([np.ones(n_pos), np.zeros(n_neg)]).astype(np.float32)
+    g_idx = torch.arange(G, device=device)[:, None]
+    history = []
+    net.train()
+    for _ in range(params.epochs):
+        # per network: the same positive pairs, its own fresh negatives (shot, outside item)
+        left = np.concatenate([np.broadcast_to(pos[:, 0], (G, n_pos)), rng.integers(k, size=(G, n_neg))], axis=1)
+        right_shot = np.concatenate([np.broadcast_to(pos[:, 1], (G, n_pos)), np.zeros((G, n_neg), np.int64)], axis=1)
+        right_out = np.concatenate([np.zeros((G, n_pos), np.int64), rng.integers(len(outside), size=(G, n_neg))], axis=1)
+        perm = rng.permutation(n_pos + n_neg)
+        total, n_b = 0.0, 0
+        for b0 in range(0, len(perm), params.batch_size):
+            cols = perm[b0:b0 + params.batch_size]
+            y = torch.as_tensor(y_all[cols], device=device)
+            L = S_t[g_idx, torch.as_tensor(left[:, cols], device=device)]
+            R = torch.where(y[None, :, None].bool(), S_t[g_idx, torch.as_tensor(right_shot[:, cols], device=device)],
+                            O_t[torch.as_tensor(right_out[:, cols], device=device)])
+            out = net(torch.cat([L, R], dim=1))
+            S = torch.nn.functional.cosine_similarity(out[:, :len(cols)], out[:, len(cols):], dim=-1)
+            loss = siamese_loss(S, y.expand_as(S)).sum()  # sum of per-network means: independent networks
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, n_b = total + float(loss.detach()) / G, n_b + 1
+        history.append(total / max(n_b, 1))
+        if on_epoch:
+            on_epoch(len(history), params.epochs)
+    net.eval()
+    return net, history
+
+
+@torch.no_grad()
+def siamese_scores(net: QueryNetworks, shots: np.ndarray, corpus: np.ndarray, *, device: str = "cpu",
+                   chunk: int = 4096) -> np.ndarray:
+    """(G, N) mean cosine of each query network's shot outputs with its outputs of every corpus item."""
+    S_t = torch.as_tensor(np.ascontiguousarray(shots, dtype=np.float32), device=device)
+    q = torch.nn.functional.normalize(net(S_t), dim=-1).mean(dim=1)  # (G, h): mean of unit shot outputs
+    out = np.empty((shots.shape[0], len(corpus)), dtype=np.float32)
+    for c0 in range(0, len(corpus), chunk):
+        X = torch.as_tensor(np.ascontiguousarray(corpus[c0:c0 + chunk], dtype=np.float32), device=device)
+        Z = torch.nn.functional.normalize(net(X), dim=-1)  # (G, B, h)
+        out[:, c0:c0 + len(X)] = torch.einsum("gh,gbh->gb", q, Z).cpu().numpy()
+    return out
+
+
+def siamese_rank_scores(shots: list[np.ndarray], corpus: np.ndarray, params: SiameseParams, *, seed: int = 0,
+                        device: str = "cpu", progress: Callable[[int, int], None] | None = None
+                        ) -> tuple[np.ndarray, dict[str, Any]]:
+    """Scores (Q, N) of per-query Siamese models for queries of equal k (``shots[q]``: (k, d)),
+    trained ``query_batch`` at a time with the corpus as their unlabelled outside mentions."""
+    Q = len(shots)
+    scores = np.empty((Q, len(corpus)), dtype=np.float32)
+    losses, t0 = [], time.perf_counter()
+    for g0 in range(0, Q, params.query_batch):
+        block = np.stack(shots[g0:g0 + params.query_batch])
+        net, hist = train_query_networks(block, corpus, params, seed=seed * 100_003 + g0, device=device)
+        scores[g0:g0 + len(block)] = siamese_scores(net, block, corpus, device=device)
+        losses.append(hist)
+        if progress:
+            progress(min(g0 + len(block), Q), Q)
+    first = float(np.mean([h[0] for h in losses])) if losses and losses[0] else float("nan")
+    last = float(np.mean([h[-1] for h in losses])) if losses and losses[0] else float("nan")
+    return scores, {"seconds": round(time.perf_counter() - t0, 2), "loss_first_epoch": first,
+                    "loss_last_epoch": last, "queries": Q}

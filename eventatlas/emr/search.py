@@ -1,0 +1,205 @@
+"""Query by example over an ingested corpus (what ``eventatlas search`` runs).
+
+Examples come from a JSON-lines file, one per line: a sentence with its trigger in brackets
+(``"The rebels [stormed] the city."``, as a JSON string or ``{"text": ...}``) or an existing mention
+(``{"mention_id": ...}``). Bad input is refused with one line naming the file and line.
+
+The corpus is the dataset's ``mentions.parquet``, embedded once (``embed_mentions``: cached by
+content, model and representation) and searched with a faiss ``IndexFlatIP`` over unit vectors:
+``adhoc`` = mean cosine over the examples (one search with the mean unit example vector);
+``siamese`` trains a network on the examples at query time (:mod:`eventatlas.emr.models`; its
+outside mentions are a seeded sample of the corpus) and ranks the corpus by its mean cosine.
+Mentions given as examples are left out of the results.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MODELS = ("adhoc", "siamese")
+RESULT_COLUMNS = ("rank", "score", "mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger",
+                  "labels")
+
+
+class SearchError(ValueError):
+    """Bad examples or an unusable corpus; the message is one line naming the file/line or dataset."""
+
+
+@dataclass(frozen=True)
+class Example:
+    where: str  # "file:line"
+    sentence: str | None = None
+    start: int | None = None
+    end: int | None = None
+    mention_id: str | None = None
+
+
+def marked_span(text: str, where: str) -> tuple[str, int, int]:
+    """``"The rebels [stormed] the city."`` -> (``"The rebels stormed the city."``, 11, 18)."""
+    a, b = text.find("["), text.find("]")
+    if a < 0 or b < 0:
+        raise SearchError(f"{where}: no trigger marked with [brackets] in {text!r}")
+    if b < a or text.count("[") != 1 or text.count("]") != 1:
+        raise SearchError(f"{where}: mark exactly one trigger as [word] in {text!r}")
+    trigger = text[a + 1:b]
+    if not trigger.strip():
+        raise SearchError(f"{where}: the [brackets] are empty in {text!r}")
+    sentence = text[:a] + trigger + text[b + 1:]
+    return sentence, a, a + len(trigger)
+
+
+def read_examples(path: str | Path) -> list[Example]:
+    p = Path(path)
+    if not p.exists():
+        raise SearchError(f"{p}: examples file not found")
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{p}:{n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise SearchError(f"{where}: not valid JSON ({e.msg}); give a JSON string or object per line") from None
+        if isinstance(obj, dict) and obj.get("mention_id") is not None:
+            out.append(Example(where, mention_id=str(obj["mention_id"])))
+            continue
+        text = obj if isinstance(obj, str) else (obj.get("text") or obj.get("sentence")) if isinstance(obj, dict) else None
+        if not isinstance(text, str):
+            raise SearchError(f"{where}: expected a marked sentence (string or {{\"text\": ...}}) or "
+                              f"{{\"mention_id\": ...}}, got {line.strip()[:80]!r}")
+        s, a, b = marked_span(text, where)
+        out.append(Example(where, s, a, b))
+    if not out:
+        raise SearchError(f"{p}: no examples (one JSON line per example)")
+    return out
+
+
+def load_corpus(dataset_dir: str | Path) -> pa.Table:
+    d = Path(dataset_dir)
+    p = d / "mentions.parquet"
+    if not (d / "manifest.json").exists():
+        raise SearchError(f"dataset {d.name!r} is not ingested (no {d / 'manifest.json'})")
+    if not p.exists() or pq.ParquetFile(p).metadata.num_rows == 0:
+        raise SearchError(f"dataset {d.name!r} has no mentions to search (empty corpus: {p})")
+    return pq.read_table(p, columns=["mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger",
+                                     "labels"])
+
+
+def resolve_examples(examples: list[Example], corpus: pa.Table, dataset: str) -> tuple[list[Example], set[str]]:
+    """Mention-id examples replaced by their sentence and span; the set of those ids (left out of results)."""
+    ids = [e.mention_id for e in examples if e.mention_id is not None]
+    if not ids:
+        return examples, set()
+    import pyarrow.compute as pc
+
+    rows = corpus.filter(pc.is_in(corpus["mention_id"], value_set=pa.array(ids, pa.string()))).to_pylist()
+    by_id = {r["mention_id"]: r for r in rows}
+    out = []
+    for e in examples:
+        if e.mention_id is None:
+            out.append(e)
+            continue
+        r = by_id.get(e.mention_id)
+        if r is None:
+            raise SearchError(f"{e.where}: mention id {e.mention_id!r} is not in dataset {dataset!r}")
+        out.append(Example(e.where, r["sentence"], int(r["trigger_start"]), int(r["trigger_end"]), e.mention_id))
+    return out, set(ids)
+
+
+class CorpusIndex:
+    """A corpus's cached embeddings behind a faiss inner-product index over unit vectors."""
+
+    def __init__(self, ids: list[str], X: np.ndarray, embeddings: Path | None = None):
+        import faiss
+
+        from ..evaluation._vectors import unit_rows
+
+        self.ids = ids
+        self.X = X  # raw vectors (the Siamese model transforms these)
+        self.embeddings = embeddings
+        self.index = faiss.IndexFlatIP(X.shape[1])
+        self.index.add(unit_rows(np.asarray(X, dtype=np.float32), "corpus"))
+
+    @classmethod
+    def build(cls, dataset_dir: str | Path, *, model_id: str | None = None, representation: str = "window4",
+              cache_dir: str | Path | None = None, **encoder_kw: Any) -> "CorpusIndex":
+        from ..encode import embed_mentions, load_embeddings
+
+        npy = embed_mentions(Path(dataset_dir) / "mentions.parquet", model_id, representation, cache_dir=cache_dir,
+                             **encoder_kw)
+        ids, X = load_embeddings(npy)
+        if not ids:
+            raise SearchError(f"dataset {Path(dataset_dir).name!r}: no mention could be embedded (see {npy.name} rejects)")
+        return cls(ids, X, npy)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search(self, query: np.ndarray, top: int, exclude: set[int] = frozenset()) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, scores) of the ``top`` best rows for one (d,) query, ``exclude`` rows left out."""
+        k = min(len(self), top + len(exclude))
+        scores, idx = self.index.search(np.ascontiguousarray(query[None, :], dtype=np.float32), k)
+        keep = [j for j, i in enumerate(idx[0]) if i >= 0 and int(i) not in exclude][:top]
+        return idx[0][keep].astype(np.int64), scores[0][keep]
+
+
+def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "adhoc", top: int = 50,
+           model_id: str | None = None, representation: str = "window4", device: str = "auto", seed: int = 0,
+           siamese: Any = None, max_outside: int = 50_000, cache_dir: str | Path | None = None,
+           on_epoch: Callable[[int, int], None] | None = None, index: CorpusIndex | None = None) -> pa.Table:
+    """Rank the corpus for the examples; returns :data:`RESULT_COLUMNS` rows, best first."""
+    from ..device import resolve_device
+    from ..encode import Encoder
+    from .models import SiameseParams, adhoc_query, siamese_scores, train_query_networks
+
+    if model not in MODELS:
+        raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    if top < 1:
+        raise SearchError(f"--top must be >= 1, got {top}")
+    dataset_dir = Path(dataset_dir)
+    examples = read_examples(examples_path)  # bad examples fail before anything is embedded
+    corpus = load_corpus(dataset_dir)
+    examples, given = resolve_examples(examples, corpus, dataset_dir.name)
+    if model == "siamese" and len(examples) < 2:
+        raise SearchError(f"{examples_path}: the siamese model needs at least 2 examples (same-class pairs), got 1")
+    device = resolve_device(device)
+    if index is None:
+        index = CorpusIndex.build(dataset_dir, model_id=model_id, representation=representation, cache_dir=cache_dir,
+                                  device=device)
+    enc = Encoder(model_id, device=device, progress=False)
+    E = enc.encode_mentions([e.sentence for e in examples], [e.start for e in examples], [e.end for e in examples],
+                            representation)
+    pos = {m: i for i, m in enumerate(index.ids)}
+    exclude = {pos[m] for m in given if m in pos}
+    if model == "adhoc":
+        rows, scores = index.search(adhoc_query(E), top, exclude)
+    else:
+        params = siamese if siamese is not None else SiameseParams()
+        rng = np.random.default_rng([seed, 5])
+        allowed = np.setdiff1d(np.arange(len(index)), np.fromiter(exclude, np.int64, len(exclude)))
+        out_idx = np.sort(rng.choice(allowed, size=min(max_outside, len(allowed)), replace=False))
+        net, _ = train_query_networks(E[None], np.asarray(index.X[out_idx]), params, seed=seed, device=device,
+                                      on_epoch=on_epoch)
+        s = siamese_scores(net, E[None], np.asarray(index.X), device=device)[0]
+        s[list(exclude)] = -np.inf
+        k = min(top, len(s) - len(exclude))
+        cand = np.argpartition(-s, k - 1)[:k] if k < len(s) else np.arange(len(s))
+        rows = cand[np.lexsort((cand, -s[cand]))][:k]
+        scores = s[rows]
+    ids = [index.ids[i] for i in rows]
+    import pyarrow.compute as pc
+
+    found = corpus.filter(pc.is_in(corpus["mention_id"], value_set=pa.array(ids, pa.string())))
+    by_id = {r["mention_id"]: r for r in found.to_pylist()}
+    res = [{"rank": n + 1, "score": float(sc), **by_id[m]} for n, (m, sc) in enumerate(zip(ids, scores))]
+    schema = pa.schema([("rank", pa.int32()), ("score", pa.float32()), ("mention_id", pa.string()),
+                        ("doc_id", pa.string()), ("sentence", pa.string()), ("trigger_start", pa.int32()),
+                        ("trigger_end", pa.int32()), ("trigger", pa.string()), ("labels", pa.list_(pa.string()))])
+    return pa.Table.from_pylist(res, schema=schema)
