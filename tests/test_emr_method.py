@@ -61,9 +61,13 @@ def test_emr_params_are_validated_and_unlabelled_data_refused(eventatlas_env, tm
         get_spec("emr").validate({"k_shots": [2]})
     with pytest.raises(ParamError, match="models"):
         get_spec("emr").validate({"models": ["meta"]})
-    unl = tmp_path / "unl.json"
-    unl.write_text(json.dumps([{"id": 1, "tokens": ["It", "rained", "."], "events": []}]))
+    # mentions without gold labels (candidates only): nothing to evaluate retrieval against
+    from eventatlas.io import DatasetWriter
+
     ddir = eventatlas_env / "data" / "datasets" / "unl"
-    ingest("maven_sentences", unl, out_dir=ddir, dataset="unl")
+    with DatasetWriter(ddir, "unl") as w:
+        w.write("mentions", {"mention_id": "m0", "dataset": "unl", "doc_id": "1", "sentence": "It rained .",
+                             "trigger_start": 3, "trigger_end": 9, "trigger": "rained", "labels": []})
+        w.commit({"reader": "maven_sentences"})
     rec = read_record(run_method("emr", ddir, seed=0, params=PARAMS, device="cpu"))
     assert rec["run"]["status"] == "skipped" and "gold types" in rec["run"]["error"]
