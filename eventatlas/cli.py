@@ -183,6 +183,8 @@ def train_all(
                                "device in --params keep it)"),
     resume: bool = typer.Option(False, "--resume", help="continue killed runs of the same configuration from "
                                 "their last checkpoint"),
+    runner: str = typer.Option("local", "--runner", help="where the cells run: local | process[:N] | dask[:N] | "
+                               "dask:tcp://host:8786 (an existing Dask scheduler); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
@@ -198,11 +200,14 @@ def train_all(
     try:
         validate_params(p, m)
         resolve_device(device)
-    except (ParamError, DeviceUnavailable) as e:
+        from .scaleout import parse_runner
+
+        parse_runner(runner)
+    except (ParamError, DeviceUnavailable, ValueError) as e:
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume)
+    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, runner=runner)
     console.print(f"{out['runs']} runs published to {out['warehouse']}")
     _leaderboard()
 
