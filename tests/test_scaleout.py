@@ -91,6 +91,46 @@ def test_train_all_deployments_take_a_runner():
     assert train_all.parameters.properties["runner"]["default"] == "local"
 
 
+def boom(dataset_dir, out_dir, *, seed, **params):
+    raise RuntimeError("boom on purpose")
+
+
+def _boom_spec(gpu: str = "no"):
+    from eventatlas.methods import MethodSpec
+
+    return MethodSpec(name="boom", config="eventatlas.methods.spec:MethodConfig", run="test_scaleout:boom",
+                      applies_to=frozenset({"typed_mentions"}), tasks=("induction",), gpu=gpu)
+
+
+def test_run_method_reuse_unfinished_takes_the_dead_attempts_directory(eventatlas_env, monkeypatch):
+    from eventatlas.ingest import ingest_samples
+    from eventatlas.methods import REGISTRY
+    from eventatlas.runner import run_method
+
+    monkeypatch.setitem(REGISTRY, "boom", _boom_spec())
+    ddir = Path(ingest_samples(names=["ace2005"])[0]["path"])
+    first = run_method("boom", ddir, seed=3)
+    first.unlink()  # the attempt died before writing its record
+    again = run_method("boom", ddir, seed=3, reuse_unfinished=True)
+    assert again == first and again.exists()
+    fresh = run_method("boom", ddir, seed=3, reuse_unfinished=True)  # nothing unfinished left: a new run
+    other_seed = run_method("boom", ddir, seed=4, reuse_unfinished=True)
+    assert len({fresh.parent, first.parent, other_seed.parent}) == 3
+    assert run_method("boom", ddir, seed=3).parent not in {fresh.parent, first.parent}
+
+
+def test_gpu_cells_carry_the_dask_gpu_resource_only_on_dask():
+    import dask
+
+    from tasks.runners import gpu_placement
+
+    with gpu_placement(parse_runner("dask:tcp://h:1"), True):
+        assert dask.get_annotations() == {"resources": {"GPU": 1}}
+    for spec, gpu in [(parse_runner("dask"), False), (parse_runner("process:2"), True)]:
+        with gpu_placement(spec, gpu):
+            assert dask.get_annotations() == {}
+
+
 # ---- a real cluster ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -229,6 +269,17 @@ def test_train_all_on_a_real_dask_cluster_equals_a_local_run(grid_env, local_row
     # the cells ran on the cluster, spread over both workers
     ran = [t for t in stream.data if str(t["key"]).startswith("train")]
     assert len(ran) == len(SAMPLES) * len(SEEDS) and len({t["worker"] for t in ran}) == 2, stream.data
+
+
+@pytest.mark.network
+@pytest.mark.timeout(300)
+def test_gpu_cells_are_refused_on_a_cluster_without_gpu_workers(grid_env, cluster, monkeypatch):
+    from eventatlas.methods import REGISTRY
+    from flows.train_all import train_all
+
+    monkeypatch.setitem(REGISTRY, "boom", _boom_spec(gpu="required"))
+    with pytest.raises(RuntimeError, match=r"2 cells need a GPU but no worker .* --resources GPU=1"):
+        train_all(datasets=SAMPLES[:1], methods=["boom"], seeds=SEEDS, runner=f"dask:{cluster['address']}")
 
 
 @pytest.mark.network
