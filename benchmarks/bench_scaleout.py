@@ -4,7 +4,9 @@
         [--out benchmarks/results/bench_scaleout.json]
 
 The grid is the untuned method on four shipped labelled samples x the seeds (>= 8 cells) with a random
-BERT (4 layers, ``--hidden`` wide; no download), so each cell is CPU-bound encoding plus clustering.
+BERT of BERT-base shape by default (``--layers`` 12, ``--hidden`` 768; no download), so each cell is
+CPU-bound encoding (tens of seconds on one thread) plus clustering. ``cell_s_sum`` is the summed
+in-cell time (run records' started/finished): wall minus it over the arm is the orchestration overhead.
 Each arm starts a local Dask cluster of N worker processes with one thread each (``LocalCluster``), lets
 the workers import the libraries (as on a running cluster), then times ``train_all(runner="dask:tcp://...")``
 with every cell pinned to one thread; the wall time includes the flow's sequential publishing. The
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 DATASETS = ["ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample", "ace2005_sample"]
 
 
-def _tiny_bert(out: Path, texts: list[str], hidden: int) -> Path:
+def _tiny_bert(out: Path, texts: list[str], hidden: int, layers: int) -> Path:
     import re
 
     import torch
@@ -38,7 +40,7 @@ def _tiny_bert(out: Path, texts: list[str], hidden: int) -> Path:
     (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=5 + len(words), hidden_size=hidden, num_hidden_layers=4, num_attention_heads=4,
+    cfg = BertConfig(vocab_size=5 + len(words), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
                      intermediate_size=4 * hidden, max_position_embeddings=512)
     BertModel(cfg).save_pretrained(out)
     tok.save_pretrained(out)
@@ -56,7 +58,11 @@ def _warm() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="0,1")
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--dataset", default=None, help="an ingested dataset directory (e.g. <data>/datasets/"
+                    "ontoevent_maven): the grid is it x --seeds instead of the four samples")
+    ap.add_argument("--max-mentions", type=int, default=400)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_scaleout.json"))
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -71,12 +77,26 @@ def main() -> None:
     from eventatlas.warehouse import Warehouse
     from flows.train_all import train_all
 
-    manifests = [m for m in ingest_samples() if m["dataset"] in DATASETS]
+    datasets = DATASETS
+    if args.dataset:  # a copy under the benchmark's data root (train-all plans from ingested datasets)
+        import shutil
+
+        from eventatlas import config
+        from eventatlas.data import Manifest
+
+        src = Path(args.dataset)
+        datasets = [Manifest.read(src).dataset]
+        shutil.copytree(src, config.datasets_dir() / datasets[0])
+        manifests = [{"path": str(config.datasets_dir() / datasets[0])}]
+    else:
+        manifests = [m for m in ingest_samples() if m["dataset"] in DATASETS]
     texts = [s for m in manifests
              for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
-    model = _tiny_bert(root / "bert", texts, args.hidden)
-    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 16, "precision": "fp32"}}}
-    train_all(datasets=DATASETS[:1], seeds=seeds[:1], params=params)  # warm-up: Prefect API, imports, files
+    model = _tiny_bert(root / "bert", texts, args.hidden, args.layers)
+    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 16, "precision": "fp32"},
+                          "representations": ["trigger"], "max_mentions": args.max_mentions}}
+    warm = {"untuned": {**params["untuned"], "max_mentions": 8}}
+    train_all(datasets=datasets[:1], seeds=seeds[:1], params=warm)  # warm-up: Prefect API, imports, files
 
     from distributed import Client, LocalCluster
 
@@ -89,18 +109,21 @@ def main() -> None:
             client.run(_warm)  # an existing cluster's workers have their imports done
             started = time.perf_counter() - t_start
             t0 = time.perf_counter()
-            out = train_all(datasets=DATASETS, seeds=seeds, params=params, runner=f"dask:{cluster.scheduler_address}")
+            out = train_all(datasets=datasets, seeds=seeds, params=params, runner=f"dask:{cluster.scheduler_address}")
             wall = time.perf_counter() - t0
         ids = ",".join(f"'{Path(r).parent.name}'" for r in out["records"])
         rows = Warehouse().query(f"SELECT dataset, seed, representation, clustering, metric, value FROM metrics "
                                  f"WHERE run_id IN ({ids}) ORDER BY ALL")
         values[n] = rows.to_dict("records")
+        cell = Warehouse().query(f"SELECT epoch(finished_at - started_at) AS s FROM runs WHERE run_id IN ({ids})").s
         arms[f"{n}_worker"] = {"wall_s": round(wall, 2), "cluster_start_s": round(started, 2), "cells": out["runs"],
-                               "failed": len(out["failed"])}
+                               "failed": len(out["failed"]), "cell_s_sum": round(float(cell.sum()), 2),
+                               "cell_s_max": round(float(cell.max()), 2)}
         print(f"{n} worker(s) x 1 thread: {out['runs']} cells in {wall:.1f} s (cluster start {started:.1f} s)",
               flush=True)
-    result = {"grid": {"method": "untuned", "datasets": DATASETS, "seeds": seeds, "cells": len(DATASETS) * len(seeds),
-                       "model": f"random BERT, 4 layers, hidden {args.hidden}"},
+    result = {"grid": {"method": "untuned", "datasets": datasets, "seeds": seeds, "cells": len(datasets) * len(seeds),
+                       "params": {k: v for k, v in params["untuned"].items() if k != "model_id"},
+                       "model": f"random BERT, {args.layers} layers, hidden {args.hidden}"},
               "cpu_count": os.cpu_count(), "arms": arms,
               "speedup_2_vs_1": round(arms["1_worker"]["wall_s"] / arms["2_worker"]["wall_s"], 2),
               "identical_metrics": values[1] == values[2], "metric_rows": len(values[1])}
