@@ -140,27 +140,20 @@ def grid_env(tmp_path_factory):
     from test_flows import build_tiny_bert
 
     root = tmp_path_factory.mktemp("scaleout")
-    keys = ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "PREFECT_HOME")
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
-                      PREFECT_HOME=str(root / "prefect"))
-    from eventatlas.ingest import ingest_samples
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"EVENTATLAS_DATA": root / "data", "EVENTATLAS_WAREHOUSE": root / "wh.duckdb",
+                     "PREFECT_HOME": root / "prefect"}.items():
+            mp.setenv(k, str(v))
+        from eventatlas.ingest import ingest_samples
 
-    manifests = [m for m in ingest_samples() if m["dataset"] in SAMPLES]
-    assert {m["dataset"] for m in manifests} == set(SAMPLES)
-    texts = [s for m in manifests
-             for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
-    model = build_tiny_bert(root / "tiny-bert", texts)
-    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 8, "precision": "fp32"}}}
-    try:
+        manifests = [m for m in ingest_samples() if m["dataset"] in SAMPLES]
+        assert {m["dataset"] for m in manifests} == set(SAMPLES)
+        texts = [s for m in manifests for s in
+                 pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
+        model = build_tiny_bert(root / "tiny-bert", texts)
+        params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 8, "precision": "fp32"}}}
         with prefect_test_harness(server_startup_timeout=120):
             yield {"root": root, "params": params}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _free_port() -> int:
