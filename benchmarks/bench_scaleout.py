@@ -13,6 +13,9 @@ with every cell pinned to one thread; the wall time includes the flow's sequenti
 cluster start is reported apart. Each arm gets a fresh embedding cache so neither reuses the other's work, and a
 warm-up (one cell, local runner) first starts Prefect's ephemeral API and fills the OS file cache.
 The two arms must publish identical metric values. Speed-up = wall(1 worker) / wall(2 workers).
+
+``--scan-mb 100`` instead times the Wikidata dump scan (``scan_dump`` in 2 shards through the cluster's
+executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers.
 """
 from __future__ import annotations
 
@@ -55,6 +58,37 @@ def _warm() -> None:
     import tasks.train  # noqa: F401
 
 
+def bench_scan(mb: float, out: str) -> None:
+    """The Wikidata dump scan (``scan_dump``, 2 shards) on 1 vs 2 single-threaded Dask workers, over the
+    synthetic dump of ``bench_wiki.py`` (``--scan-mb`` MB): the same events must be found."""
+    from distributed import Client, LocalCluster
+
+    import bench_wiki as B
+    from eventatlas.wiki import wikidata as W
+
+    path = Path(tempfile.mkdtemp(prefix="bench_scaleout_scan_")) / "synthetic-all.json"
+    n, n_ev = B.write_synthetic(path, mb, 0)
+    size_mb = path.stat().st_size / 1e6
+    res: dict = {"dump_mb": round(size_mb, 1), "entities": n, "events_generated": n_ev, "shards": 2, "arms": {}}
+    found = {}
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+                Client(c) as client:
+            client.run(B._warm, 0)
+            t = time.perf_counter()
+            r = W.scan_dump(path, B.LANGS, workers=2, executor=client.get_executor())
+            dt = time.perf_counter() - t
+        found[workers] = sorted(e["qid"] for e in r.events)
+        res["arms"][f"{workers}_worker"] = {"wall_s": round(dt, 2), "mb_s": round(size_mb / dt, 1)}
+        print(f"scan on {workers} worker(s): {dt:.1f} s", flush=True)
+    res["speedup_2_vs_1"] = round(res["arms"]["1_worker"]["wall_s"] / res["arms"]["2_worker"]["wall_s"], 2)
+    res["same_events"] = found[1] == found[2] and len(found[1]) == n_ev
+    path.unlink()
+    print(json.dumps(res, indent=1))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(res, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="0,1")
@@ -64,7 +98,12 @@ def main() -> None:
                     "ontoevent_maven): the grid is it x --seeds instead of the four samples")
     ap.add_argument("--max-mentions", type=int, default=400)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_scaleout.json"))
+    ap.add_argument("--scan-mb", type=float, default=None, help="instead of the grid: the dump scan over a "
+                    "synthetic dump of this many MB, 1 vs 2 Dask workers")
     args = ap.parse_args()
+    if args.scan_mb:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return bench_scan(args.scan_mb, args.out.replace(".json", "_scan.json"))
     seeds = [int(s) for s in args.seeds.split(",")]
     root = Path(tempfile.mkdtemp(prefix="bench_scaleout_"))
     os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
