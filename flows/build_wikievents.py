@@ -52,7 +52,8 @@ def build_wikievents(backend: str = "dumps", dumps: dict | None = None, api: dic
     """Build one versioned wikievents dataset; dump dates are part of ``dumps["dates"]`` and recorded.
 
     ``runner`` (``process[:N]`` | ``dask[:N]`` | ``dask:tcp://host:8786`` | ``local``) picks where the
-    shards run at run time (default: this flow's process pool); ``local`` maps them in-process."""
+    shards run at run time (default: this flow's process pool); ``local`` leaves them to the core build
+    (its own process pool of ``params["workers"]``, no task runs)."""
     spec = parse_runner(runner) if runner is not None else None  # a bad string fails before any work
     # dataset "wikigrounding", not "wikievents": that name is the KAIROS WikiEvents reader's
     out = out_dir or str(config.datasets_dir() / "wikigrounding")
