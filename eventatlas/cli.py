@@ -99,7 +99,7 @@ for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE",
 
 
 @app.callback()
-def _global_options(
+def _main(
     verbose: bool = typer.Option(False, "-v", "--verbose", help="show Prefect logs, library progress bars and "
                                  "warnings (default: quiet; eventatlas's own progress stays)"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) for "
@@ -326,6 +326,8 @@ def train_all(
     resume: bool = typer.Option(False, "--resume", help="continue killed runs of the same configuration from "
                                 "their last checkpoint"),
     report: bool = typer.Option(False, "--report", help="refresh the results page <data>/report.html at the end"),
+    runner: str = typer.Option("local", "--runner", help="where the cells run: local | process[:N] | dask[:N] | "
+                               "dask:tcp://host:8786 (an existing Dask scheduler); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
@@ -341,11 +343,15 @@ def train_all(
     try:
         validate_params(p, m)
         resolve_device(device)
-    except (ParamError, DeviceUnavailable) as e:
+        from .scaleout import parse_runner
+
+        parse_runner(runner)
+    except (ParamError, DeviceUnavailable, ValueError) as e:
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report)
+    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report,
+               runner=runner)
     console.print(f"{out['runs']} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
     if out.get("report"):
         console.print(f"results report: {out['report']}", soft_wrap=True, markup=False)

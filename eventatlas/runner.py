@@ -79,8 +79,13 @@ def _is_main() -> bool:
 
 
 def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
-               device: str = "auto", resume: bool = False, flow: str = "train-all") -> Path:
-    """Run ``method`` on the dataset and return the path of its run record (see the module doc)."""
+               device: str = "auto", resume: bool = False, flow: str = "train-all",
+               reuse_unfinished: bool = False) -> Path:
+    """Run ``method`` on the dataset and return the path of its run record (see the module doc).
+
+    ``reuse_unfinished`` takes the run id (directory) of the newest unfinished run of this configuration
+    without resuming its checkpoints: a cell retried on another worker after its first attempt died
+    writes into the same directory instead of leaving an orphan beside it."""
     from .data import Manifest
     from .methods import get_spec
     from .methods.base import NotApplicable
@@ -96,7 +101,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         cfg = cfg.model_copy(update={"device": device})
     fingerprint = man.data_fingerprint()
     prefix = run_prefix(method, dataset, seed, cfg.model_dump(mode="json"), fingerprint)
-    run_id = _agree((unfinished_run(prefix) if resume else None) or new_run_id(prefix))
+    run_id = _agree((unfinished_run(prefix) if resume or reuse_unfinished else None) or new_run_id(prefix))
     run_dir = config.runs_dir() / run_id
     record = new_record(run_id, flow=flow, task="train", method=method, params={"config": json_params(cfg)},
                         data_fingerprints={dataset: fingerprint}, seed=seed)

@@ -4,14 +4,21 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.context import FlowRunContext
 
 from eventatlas import config
 from eventatlas.data import ingested
 from eventatlas.device import resolve_device
 from eventatlas.methods import get_spec, validate_params
+from eventatlas.scaleout import RunnerSpec, parse_runner
 from tasks.publish import publish_task, summarize_task
 from tasks.report import report_task
+from tasks.runners import dask_gpu_workers, gpu_placement, task_runner
 from tasks.train import train_task
+
+# a cell whose worker died is run again elsewhere (Dask reschedules it; these retries cover a crash
+# the task engine sees); its run directory is reused, and only the flow publishes, so nothing doubles
+CELL_RETRIES = 2
 
 
 def plan(methods: list[str], datasets: list[str] | None) -> list[tuple[str, str]]:
@@ -31,6 +38,51 @@ def plan(methods: list[str], datasets: list[str] | None) -> list[tuple[str, str]
     return cells
 
 
+class _Collect:
+    """Publishes each run record as it is handed in (the flow's process is the only warehouse writer)."""
+
+    def __init__(self) -> None:
+        self.records: list[str] = []
+        self.failed: list[str] = []
+        self.skipped: list[str] = []
+        self.out: dict[str, Any] = {"warehouse": None}
+
+    def add(self, rec: str) -> None:
+        self.out = publish_task([rec])
+        self.records.append(rec)
+        self.failed += self.out["failed"]
+        self.skipped += self.out["skipped"]
+
+
+@flow(name="train-grid")
+def train_grid(jobs: list[dict[str, Any]], gpu: list[bool], runner: str, threads: int | None = None) -> dict[str, Any]:
+    """The cells of a train-all grid as task runs on the runner this subflow is bound to; their records
+    are published here, in the flow's process, in plan order (so a run equals a local one)."""
+    logger = get_run_logger()
+    spec = parse_runner(runner)
+    if any(gpu):
+        have = dask_gpu_workers(FlowRunContext.get().task_runner)
+        if have == 0:
+            raise RuntimeError(f"{sum(gpu)} cells need a GPU but no worker of the Dask cluster at {runner!r} "
+                               "declares one: start one with `dask worker ... --resources GPU=1`")
+    task = train_task.with_options(retries=CELL_RETRIES, retry_delay_seconds=1)
+    futures = []
+    for job, needs_gpu in zip(jobs, gpu):
+        with gpu_placement(spec, needs_gpu):
+            futures.append(task.submit(**job, threads=threads, reuse_unfinished=True))
+    col, lost = _Collect(), []
+    for job, fut in zip(jobs, futures):
+        try:
+            rec = fut.result()
+        except Exception as e:  # the cell never wrote a record (e.g. it outlived every retry)
+            logger.error("cell %s on %s seed %s lost: %s", job["method"], job["dataset"], job["seed"], e)
+            lost.append(f"{job['method']}/{job['dataset']}/seed{job['seed']}: {type(e).__name__}: {e}")
+            continue
+        col.add(rec)
+    return {"records": col.records, "failed": col.failed + lost, "skipped": col.skipped,
+            "warehouse": col.out["warehouse"]}
+
+
 @flow(name="train-all", log_prints=True)
 def train_all(
     datasets: list[str] | None = None,
@@ -40,6 +92,8 @@ def train_all(
     device: str = "auto",
     resume: bool = False,
     report: bool = False,
+    runner: str = "local",
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Run each method on each dataset it applies to (or ``datasets``) for each seed.
 
@@ -51,8 +105,15 @@ def train_all(
     the flow fails at the end if any run failed, after publishing it. Runs a method declares not
     applicable are published as ``skipped`` with the reason and do not fail the flow.
     ``report`` refreshes the results page ``<data>/report.html`` at the end (failed runs included).
+
+    ``runner`` (``eventatlas.scaleout``): ``local`` runs the cells here one by one; ``process[:N]``,
+    ``dask[:N]`` and ``dask:tcp://host:port`` submit every (method, dataset, seed) cell as a task run
+    on that task runner (a ``train-grid`` subflow), each cell pinned to ``threads`` threads (default 1);
+    cells of a ``gpu="required"`` method only go to Dask workers with the resource ``GPU=1``. Workers
+    return record paths; the records are published here in plan order, so results equal a local run.
     """
     logger = get_run_logger()
+    spec = parse_runner(runner)
     methods = list(methods or ["untuned"])
     validate_params(params, methods)
     resolve_device(device)
@@ -60,27 +121,31 @@ def train_all(
     params = dict(params or {})
     cells = plan(methods, datasets)
     available = ingested()
-    logger.info("train-all: %d cells (%s) x seeds %s on %s", len(cells), cells, seeds, device)
-    records: list[str] = []
-    failed: list[str] = []
-    skipped: list[str] = []
-    out: dict[str, Any] = {"warehouse": None}
-    for method, name in cells:
-        for seed in seeds:
-            rec = train_task(method, name, seed, params.get(method, {}), str(available[name].path), device=device,
-                             resume=resume)
-            out = publish_task([rec])
-            records.append(rec)
-            failed += out["failed"]
-            skipped += out["skipped"]
+    logger.info("train-all: %d cells (%s) x seeds %s on %s, runner %s", len(cells), cells, seeds, device, runner)
+    jobs = [{"method": method, "dataset": name, "seed": seed, "params": params.get(method, {}),
+             "dataset_dir": str(available[name].path), "device": device, "resume": resume}
+            for method, name in cells for seed in seeds]
+    if spec.distributed:
+        grid = _grid_on(spec)(jobs, [get_spec(j["method"]).gpu == "required" for j in jobs], runner,
+                              threads or 1)
+        records, failed, skipped, warehouse = grid["records"], grid["failed"], grid["skipped"], grid["warehouse"]
+    else:
+        col = _Collect()
+        for job in jobs:
+            col.add(train_task(**job, threads=threads))
+        records, failed, skipped, warehouse = col.records, col.failed, col.skipped, col.out["warehouse"]
     summarize_task(records)
     summary = {"runs": len(records), "records": records, "failed": failed, "skipped": skipped,
-               "warehouse": out["warehouse"]}
+               "warehouse": warehouse, "runner": runner}
     if report:
         summary["report"] = report_task()
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(records)} runs failed (published with status 'failed'): {failed}")
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} runs failed (published with status 'failed'): {failed}")
     return summary
+
+
+def _grid_on(spec: RunnerSpec):
+    return train_grid.with_options(task_runner=task_runner(spec))
 
 
 if __name__ == "__main__":

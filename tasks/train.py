@@ -14,15 +14,20 @@ from prefect import get_run_logger, task
 from eventatlas import config
 from eventatlas.records import read_record
 from eventatlas.runner import run_method
+from eventatlas.scaleout import pinned_threads
 
 
 @task(name="train", task_run_name="train-{method}-{dataset}-seed{seed}")
 def train_task(method: str, dataset: str, seed: int = 0, params: dict[str, Any] | None = None,
                dataset_dir: str | None = None, flow: str = "train-all", device: str = "auto",
-               resume: bool = False) -> str:
+               resume: bool = False, threads: int | None = None, reuse_unfinished: bool = False) -> str:
+    """``threads`` pins the cell's torch/OpenMP/BLAS threads (pooled workers); ``reuse_unfinished``
+    makes a retried cell write into the run directory its dead attempt left (``run_method``)."""
     logger = get_run_logger()
     ddir = Path(dataset_dir) if dataset_dir else config.datasets_dir() / dataset
-    path = run_method(method, ddir, seed=seed, params=params, device=device, resume=resume, flow=flow)
+    with pinned_threads(threads):
+        path = run_method(method, ddir, seed=seed, params=params, device=device, resume=resume, flow=flow,
+                          reuse_unfinished=reuse_unfinished)
     run = read_record(path)["run"]
     logger.info("%s on %s (seed %d): %s%s", method, dataset, seed, run["status"],
                 f" ({run['error']})" if run.get("error") else "")

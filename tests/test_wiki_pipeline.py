@@ -195,3 +195,27 @@ def test_flow_process_pool_shards_and_warehouse(eventatlas_env, monkeypatch, wor
     assert wh.query("SELECT n_mentions FROM wiki_builds WHERE build_id = 'f1'").iloc[0, 0] == mem["counts"]["mentions"]
     rs = wh.query("SELECT reason, n FROM wiki_rejects_summary WHERE build_id = 'f1'").set_index("reason")["n"].to_dict()
     assert rs == mem["rejects_by_reason"]
+
+
+@pytest.mark.network
+@pytest.mark.timeout(300)
+def test_flow_shards_on_a_local_dask_cluster_chosen_at_run_time(eventatlas_env, monkeypatch, world_builds):
+    """``runner="dask:2"`` (issue 13): the shards run as task runs on a local Dask cluster of two worker
+    processes (a ``wikievents-core`` subflow bound to it) and the output equals the in-process build."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.build_wikievents import build_wikievents
+
+    d, mem, _ = world_builds
+    monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
+    paths = write_dumps(build_world(), eventatlas_env / "dumps", wikidata_compression="bz2")
+    out = eventatlas_env / "daskout"
+    with prefect_test_harness():
+        with pytest.raises(ValueError, match="unknown runner 'dusk'"):
+            build_wikievents(dumps=paths, out_dir=str(out), runner="dusk", record=False)
+        assert not out.exists()
+        man = build_wikievents(dumps=paths, out_dir=str(out), languages=list(LANGS), runner="dask:2",
+                               params={**WORLD_PARAMS, "workers": 2}, build_id="d1", record=False)
+    assert man["counts"] == mem["counts"]
+    for t in TABLES:
+        assert pq.read_table(out / "builds" / "d1" / f"{t}.parquet").equals(_t(d, t)), t

@@ -1,0 +1,175 @@
+"""Issue 13 benchmark: a CPU-bound train-all grid on 1 vs 2 single-threaded Dask workers, in one run.
+
+    flock /work/cpu.lock python benchmarks/bench_scaleout.py [--seeds 0,1] [--hidden 256] \\
+        [--out benchmarks/results/bench_scaleout.json]
+
+The grid is the untuned method on four shipped labelled samples x the seeds (>= 8 cells) with a random
+BERT of BERT-base shape by default (``--layers`` 12, ``--hidden`` 768; no download), so each cell is
+CPU-bound encoding (tens of seconds on one thread) plus clustering. ``cell_s_sum`` is the summed
+in-cell time (run records' started/finished): wall minus it over the arm is the orchestration overhead.
+Each arm starts a local Dask cluster of N worker processes with one thread each (``LocalCluster``), lets
+the workers import the libraries (as on a running cluster), then times ``train_all(runner="dask:tcp://...")``
+with every cell pinned to one thread; the wall time includes the flow's sequential publishing. The
+cluster start is reported apart. Each arm gets a fresh embedding cache so neither reuses the other's work, and a
+warm-up (one cell, local runner) first starts Prefect's ephemeral API and fills the OS file cache.
+The two arms must publish identical metric values. Speed-up = wall(1 worker) / wall(2 workers).
+
+``--scan-mb 100`` instead times the Wikidata dump scan (``scan_dump`` in 2 shards through the cluster's
+executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DATASETS = ["ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample", "ace2005_sample"]
+
+
+def _tiny_bert(out: Path, texts: list[str], hidden: int, layers: int) -> Path:
+    import re
+
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=5 + len(words), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                     intermediate_size=4 * hidden, max_position_embeddings=512)
+    BertModel(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def _warm() -> None:
+    import sklearn.cluster  # noqa: F401
+    import transformers  # noqa: F401
+
+    import eventatlas.methods.untuned  # noqa: F401
+    import tasks.train  # noqa: F401
+
+
+def bench_scan(mb: float, out: str) -> None:
+    """The Wikidata dump scan (``scan_dump``, 2 shards) on 1 vs 2 single-threaded Dask workers, over the
+    synthetic dump of ``bench_wiki.py`` (``--scan-mb`` MB): the same events must be found."""
+    from distributed import Client, LocalCluster
+
+    import bench_wiki as B
+    from eventatlas.wiki import wikidata as W
+
+    path = Path(tempfile.mkdtemp(prefix="bench_scaleout_scan_")) / "synthetic-all.json"
+    n, n_ev = B.write_synthetic(path, mb, 0)
+    size_mb = path.stat().st_size / 1e6
+    res: dict = {"dump_mb": round(size_mb, 1), "entities": n, "events_generated": n_ev, "shards": 2, "arms": {}}
+    found = {}
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+                Client(c) as client:
+            client.run(B._warm, 0)
+            t = time.perf_counter()
+            r = W.scan_dump(path, B.LANGS, workers=2, executor=client.get_executor())
+            dt = time.perf_counter() - t
+        found[workers] = sorted(e["qid"] for e in r.events)
+        res["arms"][f"{workers}_worker"] = {"wall_s": round(dt, 2), "mb_s": round(size_mb / dt, 1)}
+        print(f"scan on {workers} worker(s): {dt:.1f} s", flush=True)
+    res["speedup_2_vs_1"] = round(res["arms"]["1_worker"]["wall_s"] / res["arms"]["2_worker"]["wall_s"], 2)
+    res["same_events"] = found[1] == found[2] and len(found[1]) == n_ev
+    path.unlink()
+    print(json.dumps(res, indent=1))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(res, indent=1) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--dataset", default=None, help="an ingested dataset directory (e.g. <data>/datasets/"
+                    "ontoevent_maven): the grid is it x --seeds instead of the four samples")
+    ap.add_argument("--max-mentions", type=int, default=400)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_scaleout.json"))
+    ap.add_argument("--scan-mb", type=float, default=None, help="instead of the grid: the dump scan over a "
+                    "synthetic dump of this many MB, 1 vs 2 Dask workers")
+    args = ap.parse_args()
+    if args.scan_mb:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return bench_scan(args.scan_mb, args.out.replace(".json", "_scan.json"))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="bench_scaleout_"))
+    os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
+                      PREFECT_HOME=str(root / "prefect"), EVENTATLAS_CACHE=str(root / "cache-warmup"),
+                      PREFECT_SERVER_ANALYTICS_ENABLED="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                      TOKENIZERS_PARALLELISM="false", PREFECT_LOGGING_LEVEL="WARNING")
+    import pyarrow.parquet as pq
+
+    from eventatlas.ingest import ingest_samples
+    from eventatlas.warehouse import Warehouse
+    from flows.train_all import train_all
+
+    datasets = DATASETS
+    if args.dataset:  # a copy under the benchmark's data root (train-all plans from ingested datasets)
+        import shutil
+
+        from eventatlas import config
+        from eventatlas.data import Manifest
+
+        src = Path(args.dataset)
+        datasets = [Manifest.read(src).dataset]
+        shutil.copytree(src, config.datasets_dir() / datasets[0])
+        manifests = [{"path": str(config.datasets_dir() / datasets[0])}]
+    else:
+        manifests = [m for m in ingest_samples() if m["dataset"] in DATASETS]
+    texts = [s for m in manifests
+             for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
+    model = _tiny_bert(root / "bert", texts, args.hidden, args.layers)
+    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 16, "precision": "fp32"},
+                          "representations": ["trigger"], "max_mentions": args.max_mentions}}
+    warm = {"untuned": {**params["untuned"], "max_mentions": 8}}
+    train_all(datasets=datasets[:1], seeds=seeds[:1], params=warm)  # warm-up: Prefect API, imports, files
+
+    from distributed import Client, LocalCluster
+
+    arms, values = {}, {}
+    for n in (1, 2):
+        os.environ["EVENTATLAS_CACHE"] = str(root / f"cache-{n}")  # the workers inherit it
+        t_start = time.perf_counter()
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            client.run(_warm)  # an existing cluster's workers have their imports done
+            started = time.perf_counter() - t_start
+            t0 = time.perf_counter()
+            out = train_all(datasets=datasets, seeds=seeds, params=params, runner=f"dask:{cluster.scheduler_address}")
+            wall = time.perf_counter() - t0
+        ids = ",".join(f"'{Path(r).parent.name}'" for r in out["records"])
+        rows = Warehouse().query(f"SELECT dataset, seed, representation, clustering, metric, value FROM metrics "
+                                 f"WHERE run_id IN ({ids}) ORDER BY ALL")
+        values[n] = rows.to_dict("records")
+        cell = Warehouse().query(f"SELECT epoch(finished_at - started_at) AS s FROM runs WHERE run_id IN ({ids})").s
+        arms[f"{n}_worker"] = {"wall_s": round(wall, 2), "cluster_start_s": round(started, 2), "cells": out["runs"],
+                               "failed": len(out["failed"]), "cell_s_sum": round(float(cell.sum()), 2),
+                               "cell_s_max": round(float(cell.max()), 2)}
+        print(f"{n} worker(s) x 1 thread: {out['runs']} cells in {wall:.1f} s (cluster start {started:.1f} s)",
+              flush=True)
+    result = {"grid": {"method": "untuned", "datasets": datasets, "seeds": seeds, "cells": len(datasets) * len(seeds),
+                       "params": {k: v for k, v in params["untuned"].items() if k != "model_id"},
+                       "model": f"random BERT, {args.layers} layers, hidden {args.hidden}"},
+              "cpu_count": os.cpu_count(), "arms": arms,
+              "speedup_2_vs_1": round(arms["1_worker"]["wall_s"] / arms["2_worker"]["wall_s"], 2),
+              "identical_metrics": values[1] == values[2], "metric_rows": len(values[1])}
+    print(json.dumps(result, indent=1))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
