@@ -219,4 +219,4 @@ def test_posthoc_writes_records_and_eventatlas_publish_lands_them(tmp_path, monk
     # bad input: one clear line, exit 1, before Prefect starts
     r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "publish", str(tmp_path / "nothing-here")],
                        env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "nothing-here: no such file or directory" in r.stdout
+    assert r.returncode == 1 and "nothing-here: no such file or directory" in r.stderr  # errors go to stderr
