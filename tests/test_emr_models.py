@@ -69,7 +69,8 @@ def test_training_lowers_the_loss_and_separates_the_query_type():
     net, hist = train_query_networks(same[None, :4], corpus, p, seed=0)
     assert hist[-1] < hist[0] / 2
     s = siamese_scores(net, same[None, :4], corpus)[0]
-    assert s[:8].mean() > s[8:].mean() + 0.3
+    # margin 0.24-0.39 over seeds 0-4 (the batch order now comes from the training core's sampler)
+    assert s[:8].mean() > s[8:].mean() + 0.2
     scores, info = siamese_rank_scores([same[:4], same[:4]], corpus, p, seed=0)
     assert scores.shape == (2, len(corpus)) and info["queries"] == 2
     with pytest.raises(ValueError, match="at least 2 examples"):

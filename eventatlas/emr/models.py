@@ -11,12 +11,10 @@
   query (the corpus: unlabelled, as a user has it), ``negatives`` fresh ones per epoch.
 
 Speed: the representations are computed once; the networks of many queries are trained at once as
-one stack of weight tensors (:class:`QueryNetworks`, batched matrix products). Adam is element-wise
-and each network's loss only reaches its own weights, so training G stacked networks on the sum of
-their mean losses is exactly training each alone. This is why the per-query loop is written here
-instead of going through :class:`eventatlas.training.Trainer`: thousands of 2-million-parameter
-networks trained for a few hundred steps each, where the Trainer's per-epoch checkpoints, step logs
-and plots (one set per query) would cost more than the training.
+one stack of weight tensors (:class:`QueryNetworks`, batched matrix products) by the shared training
+core (:class:`eventatlas.training.Trainer`, checkpoints and plots off). Adam is element-wise and each
+network's loss only reaches its own weights, so training G stacked networks on the sum of their mean
+losses is exactly training each alone.
 """
 from __future__ import annotations
 
@@ -29,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..training.callbacks import Callback
 from .loss import siamese_loss
 
 
@@ -91,12 +90,66 @@ def positive_pairs(k: int, cap: int, rng: np.random.Generator) -> np.ndarray:
     return pairs
 
 
+class _PairTask:
+    """The Siamese pairs of G stacked query networks as a :class:`eventatlas.training.TrainTask`.
+
+    Example ``i`` of an epoch is pair column ``i``: the first ``n_pos`` columns are the fixed
+    same-class shot pairs, the others not-same-class pairs (a shot with an outside mention) drawn
+    afresh for every network each time the column is batched, from the loop's checkpointed RNG."""
+
+    def __init__(self, shots: torch.Tensor, outside: torch.Tensor, pos: np.ndarray, n_neg: int):
+        self.S, self.O, self.pos, self.n_neg = shots, outside, pos, n_neg
+        self.G, self.k = shots.shape[0], shots.shape[1]
+        self.g_idx = torch.arange(self.G)[:, None]
+
+    def lengths(self) -> list[int]:
+        return [1] * (len(self.pos) + self.n_neg)
+
+    def make_batch(self, idx: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+        is_pos = idx < len(self.pos)
+        n = len(idx)
+        left = np.where(is_pos, self.pos[np.minimum(idx, len(self.pos) - 1), 0], 0)[None, :].repeat(self.G, 0)
+        right = np.where(is_pos, self.pos[np.minimum(idx, len(self.pos) - 1), 1], 0)[None, :].repeat(self.G, 0)
+        n_neg = int((~is_pos).sum())
+        left[:, ~is_pos] = rng.integers(self.k, size=(self.G, n_neg))
+        out_idx = np.zeros((self.G, n), np.int64)
+        out_idx[:, ~is_pos] = rng.integers(len(self.O), size=(self.G, n_neg))
+        L = self.S[self.g_idx, torch.as_tensor(left)]
+        y = torch.as_tensor(is_pos.astype(np.float32))
+        R = torch.where(y[None, :, None].bool(), self.S[self.g_idx, torch.as_tensor(right)],
+                        self.O[torch.as_tensor(out_idx)])
+        return {"pairs": torch.cat([L, R], dim=1), "y": y}
+
+    def loss(self, net: torch.nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        n = batch["y"].shape[0]
+        out = net(batch["pairs"])
+        S = torch.nn.functional.cosine_similarity(out[:, :n], out[:, n:], dim=-1)
+        loss = siamese_loss(S, batch["y"].expand_as(S)).sum()  # sum of per-network means: independent networks
+        return loss, {"mean_network_loss": float(loss.detach()) / self.G}
+
+
+class _EpochProgress(Callback):
+    """Reports each finished epoch to ``fn(done, total)`` (the search command's progress bar)."""
+
+    def __init__(self, fn: Callable[[int, int], None], total: int):
+        self.fn, self.total = fn, total
+
+    def on_epoch_end(self, trainer, epoch: int) -> None:
+        self.fn(epoch + 1, self.total)
+
+
 def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: SiameseParams, *, seed: int = 0,
                          device: str = "cpu", on_epoch: Callable[[int, int], None] | None = None
                          ) -> tuple[QueryNetworks, list[float]]:
     """Train one Siamese network per query: ``shots`` (G, k, d) (k >= 2), ``outside`` (N, d) the
     unlabelled mentions negatives are drawn from. Returns the networks and the mean loss per epoch;
-    ``on_epoch(done, total)`` after each epoch (a progress bar)."""
+    ``on_epoch(done, total)`` after each epoch (a progress bar). The loop is the shared training core
+    (Adam, constant lr, no clipping, fp32), without checkpoints or plots: a block of query networks
+    trains in seconds and is thrown away after scoring."""
+    import tempfile
+
+    from ..training import Trainer, TrainingArgs
+
     G, k, d = shots.shape
     if k < 2:
         raise ValueError(f"the Siamese model needs at least 2 examples per query (same-class pairs), got {k}")
@@ -104,41 +157,18 @@ def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: Siamese
         raise ValueError("no outside mentions to draw not-same-class pairs from")
     rng = np.random.default_rng([seed, 11])
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
-    net = QueryNetworks(G, d, params.hidden, params.layers, generator=gen).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=params.lr)
-    S_t = torch.as_tensor(np.ascontiguousarray(shots, dtype=np.float32), device=device)
-    O_t = torch.as_tensor(np.ascontiguousarray(outside, dtype=np.float32), device=device)
-    pos = positive_pairs(k, params.max_positive_pairs, rng)
-    n_pos, n_neg = len(pos), int(params.negatives)
-    y_all = np.concatenate([np.ones(n_pos), np.zeros(n_neg)]).astype(np.float32)
-    g_idx = torch.arange(G, device=device)[:, None]
-    history = []
-    net.train()
-    for _ in range(params.epochs):
-        # per network: the same positive pairs, its own fresh negatives (shot, outside item)
-        left = np.concatenate([np.broadcast_to(pos[:, 0], (G, n_pos)), rng.integers(k, size=(G, n_neg))], axis=1)
-        right_shot = np.concatenate([np.broadcast_to(pos[:, 1], (G, n_pos)), np.zeros((G, n_neg), np.int64)], axis=1)
-        right_out = np.concatenate([np.zeros((G, n_pos), np.int64), rng.integers(len(outside), size=(G, n_neg))], axis=1)
-        perm = rng.permutation(n_pos + n_neg)
-        total, n_b = 0.0, 0
-        for b0 in range(0, len(perm), params.batch_size):
-            cols = perm[b0:b0 + params.batch_size]
-            y = torch.as_tensor(y_all[cols], device=device)
-            L = S_t[g_idx, torch.as_tensor(left[:, cols], device=device)]
-            R = torch.where(y[None, :, None].bool(), S_t[g_idx, torch.as_tensor(right_shot[:, cols], device=device)],
-                            O_t[torch.as_tensor(right_out[:, cols], device=device)])
-            out = net(torch.cat([L, R], dim=1))
-            S = torch.nn.functional.cosine_similarity(out[:, :len(cols)], out[:, len(cols):], dim=-1)
-            loss = siamese_loss(S, y.expand_as(S)).sum()  # sum of per-network means: independent networks
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total, n_b = total + float(loss.detach()) / G, n_b + 1
-        history.append(total / max(n_b, 1))
-        if on_epoch:
-            on_epoch(len(history), params.epochs)
+    net = QueryNetworks(G, d, params.hidden, params.layers, generator=gen)
+    task = _PairTask(torch.as_tensor(np.ascontiguousarray(shots, dtype=np.float32)),
+                     torch.as_tensor(np.ascontiguousarray(outside, dtype=np.float32)),
+                     positive_pairs(k, params.max_positive_pairs, rng), int(params.negatives))
+    args = TrainingArgs(epochs=params.epochs, batch_size=params.batch_size, lr=params.lr, optimizer="adam",
+                        schedule="constant", max_grad_norm=None, precision="fp32", device=device, bucket=False,
+                        checkpoints=False, plot=False, progress=False)
+    with tempfile.TemporaryDirectory(prefix="emr-siamese-") as tmp:
+        res = Trainer(net, task, args, tmp, seed=seed, phase="siamese",
+                      callbacks=[_EpochProgress(on_epoch, params.epochs)] if on_epoch else []).fit()
     net.eval()
-    return net, history
+    return net, [h["loss"] / G for h in res.history]
 
 
 @torch.no_grad()

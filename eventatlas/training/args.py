@@ -38,5 +38,9 @@ class TrainingArgs(BaseModel):
     threads: Optional[int] = Field(None, ge=1)
     checkpoint_every: Optional[int] = Field(None, ge=1)  # optimizer steps; a checkpoint also ends every epoch
     keep_checkpoints: int = Field(1, ge=1)
+    # False: no checkpoints at all (no resume): for many tiny trainings (e.g. one network per query)
+    # where writing model + optimiser state would cost more than the training itself
+    checkpoints: bool = True
+    plot: bool = True  # the learning-curve PNG
     log_every: int = Field(1, ge=1)
     progress: Optional[bool] = None  # None: a bar when attached to a terminal

@@ -376,7 +376,7 @@ class Trainer:
                 if time.perf_counter() - last_log > LOG_SECONDS:
                     last_log = time.perf_counter()
                     log.info("%s: step %d/%d epoch %d loss %.4f", self.phase, st.step, self.total_steps, epoch, row_loss)
-                if args.checkpoint_every and st.step % args.checkpoint_every == 0:
+                if args.checkpoints and args.checkpoint_every and st.step % args.checkpoint_every == 0:
                     self.save_checkpoint()
             # ---- epoch end
             st.epoch = epoch + 1
@@ -397,7 +397,8 @@ class Trainer:
             if self._stop_reason:
                 st.stopped = self._stop_reason
                 log.info("%s: %s", self.phase, st.stopped)
-            self.save_checkpoint()
+            if args.checkpoints:
+                self.save_checkpoint()
         bar.close()
         for cb in self.callbacks:
             cb.on_train_end(self)
@@ -416,7 +417,7 @@ class Trainer:
         if self.is_main:
             res.steps_path = str(write_parquet(steps_table(steps), self.out / "train_steps.parquet"))
             res.evals_path = str(write_parquet(evals_table(st.evals), self.out / "train_evals.parquet"))
-            if steps:
+            if steps and self.args.plot:
                 res.plot_path = str(plot_learning_curve(steps, st.evals, self.out / "learning_curve.png",
                                                         f"{self.phase}: {st.step} steps, {self.device_desc}, {self.precision}"))
             atomic_write_json(self.out / "train_result.json", res.summary())
