@@ -4,10 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from eventatlas import config
-from eventatlas.data import Manifest
 from eventatlas.data import ingested as ingested_manifests
 # run records live in the core so core code (e.g. methods.batch_attention_posthoc) writes them without tasks/
-from eventatlas.records import read_record, write_record  # noqa: F401 (re-exported)
+from eventatlas.records import data_fingerprint, read_record, write_record  # noqa: F401 (re-exported)
 
 
 def ingested(datasets_dir: Path | None = None) -> dict[str, Path]:
@@ -17,8 +16,3 @@ def ingested(datasets_dir: Path | None = None) -> dict[str, Path]:
 
 def labelled_datasets(datasets_dir: Path | None = None) -> list[str]:
     return [name for name, m in ingested_manifests(datasets_dir or config.datasets_dir()).items() if m.has_labels()]
-
-
-def data_fingerprint(dataset_dir: Path) -> str:
-    """What a run records about its data (``Manifest.data_fingerprint``)."""
-    return Manifest.read(dataset_dir).data_fingerprint()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,10 @@ class Manifest:
 
     def max_labels(self) -> int:
         """The largest label-set size of any mention (0: unlabelled; > 1: label sets, e.g. grounding)."""
+        return self._max_labels
+
+    @cached_property
+    def _max_labels(self) -> int:  # one scan per manifest: train-all asks once per method
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
