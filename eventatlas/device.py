@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import platform
 import time
 from typing import Any, Iterator
@@ -196,4 +195,3 @@ def set_threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(int(n))
-        os.environ.setdefault("OMP_NUM_THREADS", str(int(n)))

@@ -176,10 +176,8 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, task: TrainTask, args: TrainingArgs, out_dir: str | Path, *,
                  seed: int = 0, callbacks: Sequence[Callback] = (), phase: str = "main",
                  param_groups: list[dict[str, Any]] | None = None):
-        from ..device import describe, resolve_device, resolve_precision, set_threads
+        from ..device import describe, resolve_device, resolve_precision
 
-        self._threads_before = torch.get_num_threads()
-        set_threads(args.threads)
         self.args, self.task, self.seed, self.phase = args, task, int(seed), phase
         self.out = Path(out_dir)
         self.callbacks = list(callbacks)
@@ -300,6 +298,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> TrainResult:
+        """Train (see the module docstring); ``args.threads`` applies while this runs, then the caller's
+        thread count is back (a pinned count must not leak into the next run of the process)."""
+        from ..device import set_threads
+
+        from ..device import describe
+
+        before = torch.get_num_threads()
+        set_threads(self.args.threads)
+        self.device_desc = describe(self.device)  # recorded with the thread count the run uses
+        try:
+            return self._fit(resume)
+        finally:
+            torch.set_num_threads(before)
+
+    def _fit(self, resume: bool) -> TrainResult:
         args, acc, st = self.args, self.accelerator, self.state
         self.out.mkdir(parents=True, exist_ok=True)
         resumed_from = None
@@ -422,5 +435,4 @@ class Trainer:
                                                         f"{self.phase}: {st.step} steps, {self.device_desc}, {self.precision}"))
             atomic_write_json(self.out / "train_result.json", res.summary())
         self.accelerator.wait_for_everyone()
-        torch.set_num_threads(self._threads_before)  # a pinned count must not leak into the next run
         return res
