@@ -636,7 +636,8 @@ def search(
     dataset: str = typer.Option(..., "--dataset", help="ingested corpus to search (its mentions)"),
     examples: Path = typer.Option(..., "--examples", help="JSON lines: a sentence with its trigger in [brackets] "
                                   "(a string or {\"text\": ...}) or {\"mention_id\": ...}"),
-    model: str = typer.Option("adhoc", "--model", help="adhoc (mean cosine) | siamese (trained on the examples now)"),
+    model: str = typer.Option("adhoc", "--model", help="adhoc (mean cosine) | siamese (trained on the examples now) | "
+                              "meta:<run id> (a network an emr run meta-trained on other types)"),
     top: int = typer.Option(50, "--top", help="results to show"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="also write the results (.csv or .parquet)"),
     representation: str = typer.Option("window4", "--representation", "-r"),
@@ -649,8 +650,6 @@ def search(
     from .emr.search import SearchError
     from .emr.search import search as run_search
 
-    if model.startswith("meta:"):
-        _fail(f"--model {model}: meta-trained EMR models are not available yet (use adhoc or siamese)")
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
         _fail(f"--output {output}: give a .csv or .parquet path")
     _check_device(device)

@@ -130,3 +130,35 @@ def test_episode_on_the_real_maven_subset(tmp_path):
     assert ep.record["m"] == 29 and len(ep.corpus) == 29 * 50 + 2000
     assert set(ep.record["none_sources"]) == {"mention", "no_event"}
     assert all(len(ep.queries[k]) == 290 for k in (2, 5, 10))
+
+
+def test_dev_episode_uses_only_development_mentions(tmp_path):
+    from eventatlas.emr.episodes import dev_episode
+
+    pool = candidate_pool(_dataset(tmp_path), seed=0)
+    ep = sample_episode(pool, min_mentions=12, n_corpus=6, n_query=4, n_dev=5, n_none=3, queries_per_type=3,
+                        ks=(2,), seed=7)
+    dev = dev_episode(ep, n_query=2, n_none=100, queries_per_type=2, ks=(2,), seed=7)
+    # dev pools: A 5, B 3, C 2 -> C has no dev corpus left after 2 dev queries: left out (recorded)
+    assert dev.types == ["A", "B"] and dev.record["left_out"] == ["C"]
+    test_items = set(ep.corpus.tolist()) | {int(i) for t in ep.types for i in ep.query_pool[t]}
+    dev_items = set(dev.corpus.tolist()) | {int(i) for t in dev.types for i in dev.query_pool[t]}
+    assert not dev_items & test_items  # nothing of the test episode is seen while tuning
+    assert all(set(q.shots.tolist()) <= set(ep.dev[q.type].tolist()) for q in dev.queries[2])
+    assert sum(lab == "A" for lab in dev.corpus_labels) == 3 and sum(lab == "B" for lab in dev.corpus_labels) == 1
+    # the None side: the outside items not in the test corpus (D, E and the no-event candidate are all in it)
+    labels = pool["label"].to_pylist()
+    none = [i for i, lab in zip(dev.corpus.tolist(), dev.corpus_labels) if lab is None]
+    assert all(labels[i] not in ep.types for i in none) and not set(none) & set(ep.corpus.tolist())
+    with pytest.raises(NotApplicable, match="development mentions"):
+        dev_episode(ep, n_query=4, n_none=1, queries_per_type=1, ks=(2,))
+
+
+def test_allowed_types_restrict_the_m_types(tmp_path):
+    pool = candidate_pool(_dataset(tmp_path), seed=0)
+    ep = sample_episode(pool, min_mentions=12, n_corpus=6, n_query=4, n_none=100, queries_per_type=1, ks=(2,),
+                        allowed_types=["A", "C", "D"], seed=0)
+    assert ep.types == ["A", "C"] and ep.record["allowed_types"] == ["A", "C", "D"]
+    assert "B" in {pool["label"][int(i)].as_py() for i, lab in zip(ep.corpus, ep.corpus_labels) if lab is None}
+    with pytest.raises(NotApplicable, match="among the 2 allowed type"):
+        sample_episode(pool, min_mentions=12, n_corpus=6, n_query=4, ks=(2,), allowed_types=["A", "D"])

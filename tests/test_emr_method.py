@@ -12,7 +12,7 @@ from eventatlas.runner import run_method
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "emr" / "emr_sample.json"
 PARAMS = {"min_mentions": 8, "n_corpus": 4, "n_query": 3, "n_dev": 1, "n_none": 50, "queries_per_type": 2,
-          "ks": [2, 3], "repetitions": 2, "siamese": {"epochs": 2, "hidden": 16, "negatives": 8, "batch_size": 5}}
+          "ks": [2, 3], "repetitions": 2, "representations": ["trigger"], "siamese": {"epochs": 2, "hidden": 16, "negatives": 8, "batch_size": 5}}
 
 
 @pytest.fixture
@@ -28,9 +28,13 @@ def test_emr_run_records_episodes_and_retrieval_rows(sample_dataset):
     rows = load_metrics(rec)
     assert {r["task"] for r in rows} == {"retrieval"}
     assert {r["variant"] for r in rows} == {"adhoc", "siamese"}
-    assert {r["setting"] for r in rows} == {"k=2 m=3", "k=3 m=3"}  # Attack, Acquisition, Death have 8
-    assert {r["representation"] for r in rows} == {"window4"}
-    by = {(r["variant"], r["setting"], r["metric"]): r["value"] for r in rows}
+    # Attack, Acquisition, Death have 8; per-type MAP at the largest k
+    assert {r["setting"] for r in rows} == {"k=2 m=3", "k=3 m=3", "k=3 m=3 type=Acquisition", "k=3 m=3 type=Attack",
+                                            "k=3 m=3 type=Death"}
+    # the other representation is one more ad-hoc ranker on the same episodes
+    assert {(r["variant"], r["representation"]) for r in rows} == {("adhoc", "window4"), ("adhoc", "trigger"),
+                                                                   ("siamese", "window4")}
+    by = {(r["variant"], r["setting"], r["metric"]): r["value"] for r in rows if r["representation"] == "window4"}
     for v in ("adhoc", "siamese"):
         assert 0 < by[(v, "k=2 m=3", "map")] <= 1
         assert by[(v, "k=2 m=3", "map_std")] >= 0
@@ -47,8 +51,13 @@ def test_emr_run_records_episodes_and_retrieval_rows(sample_dataset):
         corpus = {i["mention_id"] for i in items if i["repetition"] == r and i["role"] == "corpus"}
         shots = {m for q in queries if q["repetition"] == r for m in q["shot_mention_ids"]}
         assert shots and not shots & corpus
+    per_q = pq.read_table(arts["emr/scores_per_query"]["path"]).to_pylist()
+    for v in ("adhoc", "siamese"):  # the per-type rows are the mean of that type's queries over repetitions
+        att = [q["map"] for q in per_q if q["model"] == v and q["k"] == 3 and q["type"] == "Attack"
+               and q["representation"] == "window4"]
+        assert len(att) == 2 * 2 and by[(v, "k=3 m=3 type=Attack", "map")] == pytest.approx(sum(att) / len(att))
     reps = pq.read_table(arts["emr/scores_per_repetition"]["path"]).to_pylist()
-    assert len(reps) == 2 * 2 * 2  # repetitions x ks x models
+    assert len(reps) == 2 * 2 * 3  # repetitions x ks x (2 ad-hoc rankers + siamese)
     assert all((r["train_loss_first_epoch"] is None) == (r["model"] == "adhoc") for r in reps)
     pool = pq.read_table(arts["emr/pool"]["path"]).to_pylist()
     ne = [p for p in pool if p["source"] == "no_event"]
@@ -60,7 +69,7 @@ def test_emr_params_are_validated_and_unlabelled_data_refused(eventatlas_env, tm
     with pytest.raises(ParamError, match="k_shots"):
         get_spec("emr").validate({"k_shots": [2]})
     with pytest.raises(ParamError, match="models"):
-        get_spec("emr").validate({"models": ["meta"]})
+        get_spec("emr").validate({"models": ["oracle"]})
     # mentions without gold labels (candidates only): nothing to evaluate retrieval against
     from eventatlas.io import DatasetWriter
 

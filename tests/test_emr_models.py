@@ -80,3 +80,31 @@ def test_training_lowers_the_loss_and_separates_the_query_type():
 def test_adhoc_query_is_the_mean_unit_shot():
     shots = np.array([[3.0, 0.0], [0.0, 2.0]], dtype=np.float32)
     assert adhoc_query(shots).tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_siamese_tuning_reads_every_epoch_of_each_grid_cell(tmp_path):
+    """The dev grid on a synthetic episode: one training per (lr, negatives), dev MAP per epoch."""
+    import pyarrow as pa
+
+    from eventatlas.emr.episodes import sample_episode
+    from eventatlas.methods.emr import SiameseTuning, tune_siamese
+
+    rng = np.random.default_rng(0)
+    labels = [t for t in "ABC" for _ in range(20)] + [None] * 30
+    centres = {t: rng.normal(size=8) for t in "ABC"}
+    X = np.stack([centres[t] + rng.normal(scale=0.5, size=8) if t else rng.normal(size=8) for t in labels])
+    pool = pa.table({"mention_id": [f"m{i}" for i in range(len(labels))], "label": labels,
+                     "source": ["mention"] * len(labels)})
+    ep = sample_episode(pool, min_mentions=20, n_corpus=8, n_query=4, n_dev=8, n_none=10, queries_per_type=1,
+                        ks=(2,), seed=0)
+    grid = SiameseTuning(lr=[1e-3, 1e-2], negatives=[10], epochs=[1, 3], k=2, queries_per_type=2, n_none=5)
+    out = tune_siamese(ep, X.astype(np.float32), SiameseParams(batch_size=10, hidden=8, query_batch=4), grid, seed=0,
+                       device="cpu")
+    assert len(out["grid"]) == 2 * 1 * 3  # every epoch of each training is scored
+    assert [r["epochs"] for r in out["grid"][:3]] == [1, 2, 3]
+    cands = [r for r in out["grid"] if r["candidate"]]
+    assert {r["epochs"] for r in cands} == {1, 3}
+    best = max(r["dev_map"] for r in cands)
+    assert out["best_dev_map"] == best and out["chosen"]["epochs"] in (1, 3)
+    assert out["chosen"]["lr"] in (1e-3, 1e-2) and out["chosen"]["hidden"] == 8
+    assert 0 < out["adhoc_dev_map"] <= 1 and out["dev_episode"]["m"] == 3

@@ -240,6 +240,12 @@ def test_retrieval_hand():
     ex = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), exclude=[{0}, set()], dataset="d",
                                       method="m", seed=0))
     assert ex["map"] == pytest.approx((7 / 12 + 11 / 30) / 2) and ex["r_precision"] == pytest.approx(1 / 4)
+    # per-query scores (per-type MAP is built from them): the hand-computed values of q0 and q1
+    per: list = []
+    evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), dataset="d", method="m", seed=0, per_query=per)
+    assert [p["query"] for p in per] == [0, 1]
+    assert [p["map"] for p in per] == pytest.approx([29 / 36, 11 / 30])
+    assert [p["r_precision"] for p in per] == pytest.approx([2 / 3, 0]) and [p["p@1"] for p in per] == [1, 0]
 
 
 def test_retrieval_k_shot_is_mean_cosine():

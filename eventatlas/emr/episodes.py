@@ -27,7 +27,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -166,9 +166,12 @@ def sample_episode(
     queries_per_type: int = 10,
     ks: Sequence[int] = (2, 5, 10),
     max_types: int | None = None,
+    allowed_types: Collection[str] | None = None,
     seed: int = 0,
 ) -> Episode:
-    """Sample one k-shot m-way episode over ``pool`` (see the module docstring)."""
+    """Sample one k-shot m-way episode over ``pool`` (see the module docstring). ``allowed_types``
+    restricts the m types (e.g. to the types a meta-trained model never saw); the other types'
+    mentions stay available as "None" items."""
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive shot counts, got {ks}")
@@ -182,10 +185,12 @@ def sample_episode(
     for i, lab in enumerate(labels):
         if lab is not None:
             by_type.setdefault(lab, []).append(i)
-    eligible = sorted(t for t, ix in by_type.items() if len(ix) >= min_mentions)
+    candidates = by_type if allowed_types is None else {t: v for t, v in by_type.items() if t in set(allowed_types)}
+    eligible = sorted(t for t, ix in candidates.items() if len(ix) >= min_mentions)
     if len(eligible) < 2:
-        raise NotApplicable(f"{len(eligible)} type(s) have at least min_mentions={min_mentions} mentions "
-                            f"(largest: {max((len(v) for v in by_type.values()), default=0)}); need 2 for retrieval")
+        which = "" if allowed_types is None else f" among the {len(candidates)} allowed type(s) present"
+        raise NotApplicable(f"{len(eligible)} type(s){which} have at least min_mentions={min_mentions} mentions "
+                            f"(largest: {max((len(v) for v in candidates.values()), default=0)}); need 2 for retrieval")
     rng = np.random.default_rng([seed, 1])
     types = eligible
     if max_types is not None and max_types < len(eligible):
@@ -221,7 +226,8 @@ def sample_episode(
               "n_dev_max": int(n_dev), "dev_sizes": {t: int(len(v)) for t, v in dev.items()},
               "n_none_requested": int(n_none), "n_none": int(len(none)), "none_sources": none_sources,
               "n_outside_available": int(len(outside)), "corpus_size": len(corpus), "ks": ks,
-              "queries_per_type": int(queries_per_type)}
+              "queries_per_type": int(queries_per_type),
+              "allowed_types": None if allowed_types is None else sorted(set(allowed_types))}
     return Episode(pool=pool, types=types, corpus=np.asarray(corpus, dtype=np.int64), corpus_labels=corpus_labels,
                    query_pool=query_pool, dev=dev, queries=queries, record=record)
 
@@ -229,3 +235,39 @@ def sample_episode(
 def _salt(type_id: str) -> int:
     """A stable integer per type (Python's hash() is salted per process)."""
     return int(stable_id(type_id, length=4), 16)
+
+
+def dev_episode(ep: Episode, *, n_query: int, n_none: int, queries_per_type: int, ks: Sequence[int],
+                seed: int = 0) -> Episode:
+    """An episode built from ``ep``'s development mentions only, for tuning: per type, the first
+    ``n_query`` of its dev pool are the dev query pool and the rest its dev corpus; the "None" items
+    are drawn from the outside items that are *not* in ``ep``'s test corpus, so no test item, test
+    query or test label is seen while tuning. Types with fewer than ``n_query + 1`` dev mentions are
+    left out (recorded)."""
+    ks = sorted({int(k) for k in ks})
+    if ks[-1] > n_query:
+        raise ValueError(f"k={ks[-1]} shots need a dev query pool of at least {ks[-1]} (n_query={n_query})")
+    types = [t for t in ep.types if len(ep.dev[t]) > n_query]
+    if len(types) < 2:
+        raise NotApplicable(f"{len(types)} type(s) have more than {n_query} development mentions; need 2 to tune")
+    corpus, corpus_labels, query_pool = [], [], {}
+    for t in types:
+        query_pool[t] = ep.dev[t][:n_query]
+        corpus += ep.dev[t][n_query:].tolist()
+        corpus_labels += [t] * (len(ep.dev[t]) - n_query)
+    labels = ep.pool["label"].to_pylist()
+    chosen, test = set(ep.types), set(ep.corpus.tolist())
+    outside = np.asarray([i for i, lab in enumerate(labels) if lab not in chosen and i not in test], dtype=np.int64)
+    take = min(n_none, len(outside))
+    none = np.sort(np.random.default_rng([seed, 6]).choice(outside, size=take, replace=False)) if take else outside[:0]
+    corpus += none.tolist()
+    corpus_labels += [None] * len(none)
+    queries = {}
+    for k in ks:
+        qrng = np.random.default_rng([seed, 7, k])
+        queries[k] = [Query(t, np.sort(qrng.choice(query_pool[t], size=k, replace=False)))
+                      for t in types for _ in range(queries_per_type)]
+    record = {"seed": int(seed), "m": len(types), "types": types, "left_out": sorted(set(ep.types) - set(types)),
+              "n_none": int(len(none)), "corpus_size": len(corpus), "ks": ks, "queries_per_type": int(queries_per_type)}
+    return Episode(pool=ep.pool, types=types, corpus=np.asarray(corpus, dtype=np.int64), corpus_labels=corpus_labels,
+                   query_pool=query_pool, dev={t: ep.dev[t][:0] for t in types}, queries=queries, record=record)

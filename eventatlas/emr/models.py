@@ -71,6 +71,17 @@ class QueryNetworks(torch.nn.Module):
     def n_networks(self) -> int:
         return self.weights[0].shape[0]
 
+    def replicate(self, n: int) -> "QueryNetworks":
+        """``n`` independent copies of this one-network stack (per-query adaptation of a meta model)."""
+        if self.n_networks != 1:
+            raise ValueError(f"replicate() takes a one-network stack, this one has {self.n_networks}")
+        dims = [self.weights[0].shape[1]] + [w.shape[2] for w in self.weights]
+        out = QueryNetworks(n, dims[0], dims[1], len(self.weights))
+        with torch.no_grad():
+            for dst, src in zip([*out.weights, *out.biases], [*self.weights, *self.biases]):
+                dst.copy_(src.detach().expand_as(dst))
+        return out
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: (G, B, d_in), one batch per network, or (B, d_in) given to every network -> (G, B, hidden)."""
         h = x
@@ -138,12 +149,30 @@ class _EpochProgress(Callback):
         self.fn(epoch + 1, self.total)
 
 
+class _EpochScores(Callback):
+    """Scores the corpus with the block's networks after every epoch (dev learning curves)."""
+
+    def __init__(self, fn, block: np.ndarray, corpus: np.ndarray, first: int, device: str):
+        self.fn, self.block, self.corpus, self.first, self.device = fn, block, corpus, first, device
+
+    def on_epoch_end(self, trainer, epoch: int) -> None:
+        net = trainer.unwrapped
+        was = net.training
+        net.eval()
+        self.fn(epoch + 1, self.first, siamese_scores(net, self.block, self.corpus, device=self.device))
+        net.train(was)
+
+
 def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: SiameseParams, *, seed: int = 0,
-                         device: str = "cpu", on_epoch: Callable[[int, int], None] | None = None
+                         device: str = "cpu", on_epoch: Callable[[int, int], None] | None = None,
+                         init: QueryNetworks | None = None, callbacks: tuple[Callback, ...] = ()
                          ) -> tuple[QueryNetworks, list[float]]:
     """Train one Siamese network per query: ``shots`` (G, k, d) (k >= 2), ``outside`` (N, d) the
     unlabelled mentions negatives are drawn from. Returns the networks and the mean loss per epoch;
-    ``on_epoch(done, total)`` after each epoch (a progress bar). The loop is the shared training core
+    ``on_epoch(done, total)`` after each epoch (a progress bar). ``init``: a one-network
+    :class:`QueryNetworks` (a meta-trained model) every query network starts from, instead of a
+    random initialisation (per-query adaptation); ``callbacks`` go to the trainer (e.g. a dev
+    evaluation per epoch). The loop is the shared training core
     (Adam, constant lr, no clipping, fp32), without checkpoints or plots: a block of query networks
     trains in seconds and is thrown away after scoring."""
     import tempfile
@@ -157,7 +186,7 @@ def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: Siamese
         raise ValueError("no outside mentions to draw not-same-class pairs from")
     rng = np.random.default_rng([seed, 11])
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
-    net = QueryNetworks(G, d, params.hidden, params.layers, generator=gen)
+    net = QueryNetworks(G, d, params.hidden, params.layers, generator=gen) if init is None else init.replicate(G)
     task = _PairTask(torch.as_tensor(np.ascontiguousarray(shots, dtype=np.float32)),
                      torch.as_tensor(np.ascontiguousarray(outside, dtype=np.float32)),
                      positive_pairs(k, params.max_positive_pairs, rng), int(params.negatives))
@@ -165,8 +194,8 @@ def train_query_networks(shots: np.ndarray, outside: np.ndarray, params: Siamese
                         schedule="constant", max_grad_norm=None, precision="fp32", device=device, bucket=False,
                         checkpoints=False, plot=False, progress=False)
     with tempfile.TemporaryDirectory(prefix="emr-siamese-") as tmp:
-        res = Trainer(net, task, args, tmp, seed=seed, phase="siamese",
-                      callbacks=[_EpochProgress(on_epoch, params.epochs)] if on_epoch else []).fit()
+        cbs = [*callbacks, *([_EpochProgress(on_epoch, params.epochs)] if on_epoch else [])]
+        res = Trainer(net, task, args, tmp, seed=seed, phase="siamese", callbacks=cbs).fit()
     net.eval()
     return net, [h["loss"] / G for h in res.history]
 
@@ -186,16 +215,23 @@ def siamese_scores(net: QueryNetworks, shots: np.ndarray, corpus: np.ndarray, *,
 
 
 def siamese_rank_scores(shots: list[np.ndarray], corpus: np.ndarray, params: SiameseParams, *, seed: int = 0,
-                        device: str = "cpu", progress: Callable[[int, int], None] | None = None
+                        device: str = "cpu", progress: Callable[[int, int], None] | None = None,
+                        init: QueryNetworks | None = None,
+                        epoch_scores: Callable[[int, int, np.ndarray], None] | None = None,
                         ) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores (Q, N) of per-query Siamese models for queries of equal k (``shots[q]``: (k, d)),
-    trained ``query_batch`` at a time with the corpus as their unlabelled outside mentions."""
+    trained ``query_batch`` at a time with the corpus as their unlabelled outside mentions.
+    ``init``: start every network from this meta-trained one (adaptation). ``epoch_scores(epoch,
+    first_query, scores)``: called after every epoch with the block's (G, N) scores (learning
+    curves of retrieval quality; costs one scoring pass per epoch)."""
     Q = len(shots)
     scores = np.empty((Q, len(corpus)), dtype=np.float32)
     losses, t0 = [], time.perf_counter()
     for g0 in range(0, Q, params.query_batch):
         block = np.stack(shots[g0:g0 + params.query_batch])
-        net, hist = train_query_networks(block, corpus, params, seed=seed * 100_003 + g0, device=device)
+        cbs = (_EpochScores(epoch_scores, block, corpus, g0, device),) if epoch_scores else ()
+        net, hist = train_query_networks(block, corpus, params, seed=seed * 100_003 + g0, device=device, init=init,
+                                         callbacks=cbs)
         scores[g0:g0 + len(block)] = siamese_scores(net, block, corpus, device=device)
         losses.append(hist)
         if progress:

@@ -8,7 +8,9 @@ The corpus is the dataset's ``mentions.parquet``, embedded once (``embed_mention
 content, model and representation) and searched with a faiss ``IndexFlatIP`` over unit vectors:
 ``adhoc`` = mean cosine over the examples (one search with the mean unit example vector);
 ``siamese`` trains a network on the examples at query time (:mod:`eventatlas.emr.models`; its
-outside mentions are a seeded sample of the corpus) and ranks the corpus by its mean cosine.
+outside mentions are a seeded sample of the corpus) and ranks the corpus by its mean cosine;
+``meta:<run id>`` loads the network a run meta-trained on other types (:mod:`eventatlas.emr.meta`),
+maps the corpus through it once per search and searches a faiss index over the mapped vectors.
 Mentions given as examples are left out of the results.
 """
 from __future__ import annotations
@@ -155,12 +157,26 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
            siamese: Any = None, max_outside: int = 50_000, cache_dir: str | Path | None = None,
            on_epoch: Callable[[int, int], None] | None = None, index: CorpusIndex | None = None) -> pa.Table:
     """Rank the corpus for the examples; returns :data:`RESULT_COLUMNS` rows, best first."""
+    from .. import config as paths
     from ..device import resolve_device
     from ..encode import Encoder
     from .models import SiameseParams, adhoc_query, siamese_scores, train_query_networks
 
-    if model not in MODELS:
-        raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    meta = None
+    if model.startswith("meta:"):
+        from .meta import MetaError, load_meta
+
+        try:
+            meta = load_meta(model.split(":", 1)[1])
+        except MetaError as e:
+            raise SearchError(str(e)) from None
+        want = {"representation": representation, "model_id": model_id or paths.DEFAULT_MODEL}
+        bad = [f"{k}={meta.info.get(k)!r}" for k, v in want.items() if meta.info.get(k) != v]
+        if bad:
+            raise SearchError(f"--model {model}: that network was trained on {', '.join(bad)}; search with the same "
+                              "--representation/--encoder")
+    elif model not in MODELS:
+        raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}, meta:<run id>")
     if top < 1:
         raise SearchError(f"--top must be >= 1, got {top}")
     dataset_dir = Path(dataset_dir)
@@ -180,6 +196,9 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
     exclude = {pos[m] for m in given if m in pos}
     if model == "adhoc":
         rows, scores = index.search(adhoc_query(E), top, exclude)
+    elif meta is not None:
+        mapped = CorpusIndex(index.ids, meta.transform(np.asarray(index.X), device=device), index.embeddings)
+        rows, scores = mapped.search(adhoc_query(meta.transform(E, device=device)), top, exclude)
     else:
         params = siamese if siamese is not None else SiameseParams()
         rng = np.random.default_rng([seed, 5])

@@ -140,12 +140,15 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
 
 def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], relevant: Sequence[Collection[int]],
                      n_corpus: int, *, ks: Sequence[int] = DEFAULT_KS,
-                     exclude: Sequence[Collection[int]] | None = None) -> dict[str, float]:
+                     exclude: Sequence[Collection[int]] | None = None,
+                     per_query: list[dict[str, float]] | None = None) -> dict[str, float]:
     """Mean MAP, R-precision, P@k, Recall@k over queries from full rankings.
 
     ``ranked`` yields ``(query_slice, ids, scores)`` as :func:`rank` does (``ids`` must rank the
     whole corpus, else relevant items past the list count as missed). ``relevant[q]``: corpus
     indices relevant to query q; ``exclude[q]``: indices left out of q's ranking and relevant set.
+    ``per_query``: a list that receives one ``{"query": q, "map", "r_precision", "p@k"...}`` per
+    query (e.g. for per-type MAP).
     """
     ks = _check_ks(ks)
     n_q = len(relevant)
@@ -173,12 +176,15 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
             flags = flag[order]
             flag[rel] = False
             n_rel = int(rel.size)
-            sums["map"] += M.average_precision(flags, n_rel)
-            sums["r_precision"] += M.r_precision(flags, n_rel)
+            one = {"map": M.average_precision(flags, n_rel), "r_precision": M.r_precision(flags, n_rel)}
             gold = set(rel.tolist())
             for k in ks:
-                sums[f"p@{k}"] += M.precision_at_k(flags[:k], k)
-                sums[f"recall@{k}"] += M.recall_at_k(order[:k].tolist(), gold, k)
+                one[f"p@{k}"] = M.precision_at_k(flags[:k], k)
+                one[f"recall@{k}"] = M.recall_at_k(order[:k].tolist(), gold, k)
+            for name, v in one.items():
+                sums[name] += v
+            if per_query is not None:
+                per_query.append({"query": q, **one})
             seen[q] = True
     if not seen.all():
         raise ValueError(f"ranking covers {int(seen.sum())} of {n_q} queries")
@@ -201,6 +207,7 @@ def evaluate_retrieval(
     representation: str | None = None,
     variant: str | None = None,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    per_query: list[dict[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
     """Rank ``corpus`` for each query (one vector or k-shot vectors, see :func:`query_vectors`)
     with :func:`rank` and return the rows of :func:`retrieval_scores` (task ``retrieval``)."""
@@ -209,7 +216,7 @@ def evaluate_retrieval(
     if len(relevant) != n_q:
         raise ValueError(f"{n_q} queries but {len(relevant)} relevance sets")
     scores = retrieval_scores(rank(queries, corpus, max_batch_bytes=max_batch_bytes), relevant, n_corpus,
-                              ks=ks, exclude=exclude)
+                              ks=ks, exclude=exclude, per_query=per_query)
     return metric_rows(scores, task="retrieval", dataset=dataset, method=method, seed=seed, split=split,
                        setting=setting, representation=representation, variant=variant)
 
@@ -260,6 +267,7 @@ def evaluate_scores(
     representation: str | None = None,
     variant: str | None = None,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    per_query: list[dict[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
     """Like :func:`evaluate_retrieval` for scores that are not cosines of vectors (a cross-encoder,
     a learned scorer): ``scores`` is a (Q, N) array, or a function mapping an array of query
@@ -267,6 +275,7 @@ def evaluate_scores(
     Higher scores rank first; ties by corpus index."""
     n_q = len(relevant)
     get, n = _score_source(scores, n_q, n_corpus)
-    out = retrieval_scores(_rank_scores(get, n_q, n, max_batch_bytes), relevant, n, ks=ks, exclude=exclude)
+    out = retrieval_scores(_rank_scores(get, n_q, n, max_batch_bytes), relevant, n, ks=ks, exclude=exclude,
+                           per_query=per_query)
     return metric_rows(out, task="retrieval", dataset=dataset, method=method, seed=seed, split=split,
                        setting=setting, representation=representation, variant=variant)
