@@ -188,3 +188,25 @@ def test_meta_network_on_real_maven_sentences_ranks_a_held_out_type_first(tmp_pa
     random_map = 20 / (len(y) - 8)  # 20 relevant left per query among 232 candidates
     print(f"held-out MAP {got:.3f} (random {random_map:.3f})")
     assert got > 3 * random_map, got
+
+
+def test_meta_epoch_is_chosen_on_dev_types(tmp_path):
+    """The dev MAP of the network after every epoch (dev types: neither trained on nor tested); early
+    stopping keeps the best epoch's weights."""
+    from eventatlas.methods.emr import _MetaDevMap
+    from eventatlas.training.callbacks import EarlyStopping, EvalCallback
+
+    X, y = _world(noise=0.1, n_types=10)
+    dev_types, train = ["T8", "T9"], [i for i, t in enumerate(y) if t not in ("T6", "T7", "T8", "T9")]
+    shots = [[i for i, t in enumerate(y) if t == h][:3] for h in dev_types]
+    corpus = [i for i in range(len(y)) if i not in sum(shots, []) and y[i] not in ("T6", "T7")]
+    fn = _MetaDevMap([X[s] for s in shots], X[corpus], relevance_from_labels(dev_types, [y[i] for i in corpus]))
+    meta, res = train_meta_network(X[train], [y[i] for i in train], _args(epochs=6), hidden=32, layers=2, pairs=1000,
+                                   seed=0, out_dir=tmp_path / "m",
+                                   callbacks=(EvalCallback(fn), EarlyStopping("dev_map", "max", patience=2)))
+    assert 1 <= len(fn.history) <= 6 and all(0 < v <= 1 for v in fn.history)
+    evals = pq.read_table(res.evals_path).to_pylist()
+    assert [e["value"] for e in evals if e["metric"] == "dev_map"] == pytest.approx(fn.history)
+    # the kept weights are the best epoch's: their dev MAP is the curve's maximum
+    assert fn(type("T", (), {"unwrapped": meta.net, "accelerator": type("A", (), {"device": "cpu"})()})()) \
+        == {"dev_map": pytest.approx(max(fn.history))}

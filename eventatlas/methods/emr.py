@@ -110,6 +110,9 @@ class MetaTraining(TrainingArgs):
                                        "on (relative paths: under the shared data root)")
     train_split: str = "train"
     eval_split: Optional[str] = Field(None, description="restrict the evaluated types to this split of split_file")
+    dev_split: Optional[str] = Field(None, description="choose the epoch by MAP on an episode of this split's "
+                                     "types (neither trained on nor evaluated; early stopping, best weights kept)")
+    patience: int = Field(3, ge=1)
     k_seen: int = Field(30, ge=1, description="without split_file: the k_seen most frequent types are trained on")
     unseen_only: bool = Field(True, description="with meta_run: evaluate only types the network did not see")
     adapt_epochs: int = Field(10, ge=1)
@@ -377,15 +380,71 @@ def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: EMRConfig, ma
     args = Args(**{k: getattr(mc, k) for k in Args.model_fields if k != "device"}, device=device)
     info = {"dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
             "representation": cfg.representation, "seed": seed}
+    callbacks, dev_rec, dev_fn = (), None, None
+    if mc.split_file is not None and mc.dev_split:
+        callbacks, dev_rec, dev_fn = _meta_dev_selection(pool, X, cfg, seen_set | set(allowed),
+                                                 _split_types(mc, mc.dev_split), seed)
     meta, res = train_meta_network(X[rows], [labels[i] for i in rows], args, hidden=mc.hidden, layers=mc.layers,
                                    pairs=mc.pairs, pos_fraction=mc.pos_fraction, seed=seed,
-                                   out_dir=out_dir / "meta_training", info=info)
+                                   out_dir=out_dir / "meta_training", info=info, callbacks=callbacks)
     result.add_training(res)
+    if dev_rec is not None:
+        dev_rec["curve"] = dev_fn.history
+        dev_rec["best_epoch"] = int(np.argmax(dev_rec["curve"])) + 1 if dev_rec["curve"] else None
     for f in meta.save(out_dir):
         result.add_artifact("model/emr_meta", f)
     rec = {"source": "trained", "train_types": seen, "n_train_items": len(rows), "allowed_types": allowed,
+           "dev_selection": dev_rec,
            "selection": sel.record, "final_loss": res.history[-1]["loss"] if res.history else None}
     return meta, allowed, rec
+
+
+class _MetaDevMap:
+    """Per-epoch dev MAP of the network being meta-trained (an ``EvalCallback`` function)."""
+
+    def __init__(self, shots: list[np.ndarray], corpus: np.ndarray, relevant: list[np.ndarray]):
+        self.shots, self.corpus, self.relevant, self.history = shots, corpus, relevant, []
+
+    def __call__(self, trainer) -> dict[str, float]:
+        from ..emr.meta import MetaModel
+        from ..evaluation.retrieval import evaluate_retrieval
+
+        net = trainer.unwrapped
+        was = net.training
+        mm = MetaModel(net, {"hidden": net.weights[-1].shape[2]})
+        Z = mm.transform(np.concatenate([self.corpus, *self.shots]), device=str(trainer.accelerator.device))
+        net.train(was)
+        n, shots = len(self.corpus), []
+        for s in self.shots:
+            shots.append(Z[n:n + len(s)])
+            n += len(s)
+        v = _scores_of(evaluate_retrieval(shots, Z[:len(self.corpus)], self.relevant, ks=RANK_KS, dataset="dev",
+                                          method=NAME, seed=0))["map"]
+        self.history.append(v)
+        return {"dev_map": v}
+
+
+def _meta_dev_selection(pool: pa.Table, X: np.ndarray, cfg: EMRConfig, excluded: set[str], dev_types: list[str],
+                        seed: int):
+    """(EvalCallback + EarlyStopping on the dev MAP, record, the MAP function): a k=5 episode of the dev split's types,
+    built from a pool without the training and evaluated types' mentions (so neither shapes the choice)."""
+    from ..emr.episodes import sample_episode
+    from ..training.callbacks import EarlyStopping, EvalCallback
+
+    labels = pool["label"].to_pylist()
+    keep = np.asarray([i for i, lab in enumerate(labels) if lab not in excluded], dtype=np.int64)
+    sub, Xs = pool.take(pa.array(keep)), X[keep]
+    k = min(5, cfg.n_query)
+    ep = sample_episode(sub, min_mentions=cfg.min_mentions, n_corpus=cfg.n_corpus, n_query=cfg.n_query, n_dev=0,
+                        n_none=cfg.n_none, queries_per_type=2, ks=[k], allowed_types=dev_types, seed=seed * 1000 + 999)
+    fn = _MetaDevMap([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k))
+    from ..evaluation.retrieval import evaluate_retrieval
+
+    adhoc = _scores_of(evaluate_retrieval([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k),
+                                          ks=RANK_KS, dataset="dev", method=NAME, seed=0))["map"]
+    cbs = (EvalCallback(fn), EarlyStopping("dev_map", "max", patience=cfg.meta.patience, restore_best=True))
+    return cbs, {"types": ep.types, "k": k, "queries": len(ep.queries[k]), "corpus_size": len(ep.corpus),
+                 "adhoc_dev_map": adhoc}, fn
 
 
 def tune_siamese(ep: Any, X: np.ndarray, base: Any, grid: SiameseTuning, *, seed: int, device: str) -> dict[str, Any]:
