@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -210,3 +211,18 @@ def test_meta_epoch_is_chosen_on_dev_types(tmp_path):
     # the kept weights are the best epoch's: their dev MAP is the curve's maximum
     assert fn(type("T", (), {"unwrapped": meta.net, "accelerator": type("A", (), {"device": "cpu"})()})()) \
         == {"dev_map": pytest.approx(max(fn.history))}
+
+
+def test_residual_network_starts_as_the_identity_and_round_trips(tmp_path):
+    X, y = _world(noise=0.1)
+    net = QueryNetworks(1, X.shape[1], hidden=16, layers=2, residual=True)
+    out = net(torch.as_tensor(X[:4]))
+    assert out.shape == (1, 4, X.shape[1]) and torch.allclose(out[0], torch.as_tensor(X[:4]))
+    train = [i for i, t in enumerate(y) if t not in ("T6", "T7")]
+    meta, _ = train_meta_network(X[train], [y[i] for i in train], _args(epochs=2), hidden=16, layers=2, pairs=500,
+                                 residual=True, seed=0, out_dir=tmp_path / "m")
+    assert meta.transform(X[:3]).shape == (3, X.shape[1]) and meta.info["residual"] is True
+    meta.save(tmp_path / "run")
+    back = load_meta(tmp_path / "run")
+    assert back.net.residual and back.net.replicate(2).residual
+    np.testing.assert_allclose(back.transform(X[:5]), meta.transform(X[:5]), atol=1e-6)

@@ -104,9 +104,9 @@ class MetaModel:
 
     @torch.no_grad()
     def transform(self, X: np.ndarray, *, device: str = "cpu", chunk: int = 8192) -> np.ndarray:
-        """(N, hidden) unit vectors: ``X`` mapped through the network (the ``meta`` representation)."""
+        """(N, output dim) unit vectors: ``X`` mapped through the network (the ``meta`` representation)."""
         net = self.net.to(device).eval()
-        out = np.empty((len(X), self.info["hidden"]), dtype=np.float32)
+        out = np.empty((len(X), net.weights[-1].shape[2]), dtype=np.float32)
         for a in range(0, len(X), chunk):
             x = torch.as_tensor(np.ascontiguousarray(X[a:a + chunk], dtype=np.float32), device=device)
             out[a:a + len(x)] = torch.nn.functional.normalize(net(x)[0], dim=-1).cpu().numpy()
@@ -122,7 +122,8 @@ class MetaModel:
 
 
 def train_meta_network(X: np.ndarray, labels: list[str | None], args: Any, *, hidden: int = 768, layers: int = 3,
-                       pairs: int = 20_000, pos_fraction: float = 0.5, seed: int = 0, out_dir: str | Path,
+                       pairs: int = 20_000, pos_fraction: float = 0.5, residual: bool = False, seed: int = 0,
+                       out_dir: str | Path,
                        info: dict[str, Any] | None = None, callbacks: tuple = ()) -> tuple[MetaModel, Any]:
     """Train the network on labelled items (``labels[i]`` a training type, or None for an item that
     is only ever a not-same-class partner). ``args``: :class:`eventatlas.training.TrainingArgs`.
@@ -131,10 +132,11 @@ def train_meta_network(X: np.ndarray, labels: list[str | None], args: Any, *, hi
 
     task = _MetaPairTask(X, labels, pairs, pos_fraction)
     gen = torch.Generator().manual_seed(int(np.random.default_rng([seed, 13]).integers(2**31)))
-    net = QueryNetworks(1, X.shape[1], hidden, layers, generator=gen)
+    net = QueryNetworks(1, X.shape[1], hidden, layers, generator=gen, residual=residual)
     res = Trainer(net, task, args, out_dir, seed=seed, phase="meta", callbacks=list(callbacks)).fit()
     net.eval()
-    meta = {"d_in": int(X.shape[1]), "hidden": int(hidden), "layers": int(layers), "pairs_per_epoch": int(pairs),
+    meta = {"d_in": int(X.shape[1]), "hidden": int(hidden), "layers": int(layers), "residual": bool(residual),
+            "pairs_per_epoch": int(pairs),
             "pos_fraction": float(pos_fraction), "train_types": task.types,
             "n_train_mentions": int(sum(len(v) for v in task.by_type.values())), **(info or {})}
     return MetaModel(net.cpu(), meta), res
@@ -159,7 +161,8 @@ def load_meta(run: str | Path) -> MetaModel:
                         f"(missing {', '.join(missing)}; train one with the emr method and models [meta])")
     try:
         info = json.loads((p / "meta.json").read_text())
-        net = QueryNetworks(1, int(info["d_in"]), int(info["hidden"]), int(info["layers"]))
+        net = QueryNetworks(1, int(info["d_in"]), int(info["hidden"]), int(info["layers"]),
+                            residual=bool(info.get("residual", False)))
         net.load_state_dict(torch.load(p / "meta.pt", map_location="cpu", weights_only=True))
     except (ValueError, KeyError, RuntimeError, OSError, pickle.UnpicklingError) as e:
         raise MetaError(f"meta model {str(run)!r}: cannot load {p / 'meta.pt'}: {str(e).splitlines()[0]}") from None

@@ -54,18 +54,27 @@ class SiameseParams:
 
 
 class QueryNetworks(torch.nn.Module):
-    """G independent MLPs ``d_in -> hidden (x layers)``, weights stacked as (G, fan_in, fan_out)."""
+    """G independent MLPs ``d_in -> hidden (x layers)``, weights stacked as (G, fan_in, fan_out).
+
+    ``residual``: the last layer maps back to ``d_in``, is initialised to zero and its output is added
+    to the input, so an untrained network is the identity (ranking = the ad-hoc ranking) and training
+    only moves away from it as far as the loss asks."""
 
     def __init__(self, n_networks: int, d_in: int, hidden: int = 768, layers: int = 3,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, residual: bool = False):
         super().__init__()
-        dims = [d_in] + [hidden] * layers
+        self.residual = bool(residual)
+        dims = [d_in] + [hidden] * (layers - 1) + [d_in if residual else hidden]
         self.weights = torch.nn.ParameterList()
         self.biases = torch.nn.ParameterList()
         for a, b in zip(dims[:-1], dims[1:]):
             bound = 1.0 / math.sqrt(a)  # nn.Linear's default initialisation, per network
             self.weights.append(torch.nn.Parameter(torch.empty(n_networks, a, b).uniform_(-bound, bound, generator=generator)))
             self.biases.append(torch.nn.Parameter(torch.empty(n_networks, 1, b).uniform_(-bound, bound, generator=generator)))
+        if self.residual:
+            with torch.no_grad():
+                self.weights[-1].zero_()
+                self.biases[-1].zero_()
 
     @property
     def n_networks(self) -> int:
@@ -76,7 +85,7 @@ class QueryNetworks(torch.nn.Module):
         if self.n_networks != 1:
             raise ValueError(f"replicate() takes a one-network stack, this one has {self.n_networks}")
         dims = [self.weights[0].shape[1]] + [w.shape[2] for w in self.weights]
-        out = QueryNetworks(n, dims[0], dims[1], len(self.weights))
+        out = QueryNetworks(n, dims[0], dims[1], len(self.weights), residual=self.residual)
         with torch.no_grad():
             for dst, src in zip([*out.weights, *out.biases], [*self.weights, *self.biases]):
                 dst.copy_(src.detach().expand_as(dst))
@@ -90,7 +99,7 @@ class QueryNetworks(torch.nn.Module):
             h = torch.matmul(h, W) + b
             if i < last:
                 h = torch.relu(h)
-        return h
+        return h + x if self.residual else h
 
 
 def positive_pairs(k: int, cap: int, rng: np.random.Generator) -> np.ndarray:

@@ -106,6 +106,8 @@ class MetaTraining(TrainingArgs):
     pos_fraction: float = Field(0.5, gt=0, lt=1)
     hidden: int = Field(768, ge=1)
     layers: int = Field(3, ge=1)
+    residual: bool = Field(False, description="output = input + MLP(input), last layer zero-initialised: starts as "
+                           "the ad-hoc ranking")
     split_file: Optional[Path] = Field(None, description="JSON {split: [types]}; its train_split types are trained "
                                        "on (relative paths: under the shared data root)")
     train_split: str = "train"
@@ -385,7 +387,7 @@ def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: EMRConfig, ma
         callbacks, dev_rec, dev_fn = _meta_dev_selection(pool, X, cfg, seen_set | set(allowed),
                                                  _split_types(mc, mc.dev_split), seed)
     meta, res = train_meta_network(X[rows], [labels[i] for i in rows], args, hidden=mc.hidden, layers=mc.layers,
-                                   pairs=mc.pairs, pos_fraction=mc.pos_fraction, seed=seed,
+                                   pairs=mc.pairs, pos_fraction=mc.pos_fraction, residual=mc.residual, seed=seed,
                                    out_dir=out_dir / "meta_training", info=info, callbacks=callbacks)
     result.add_training(res)
     if dev_rec is not None:
