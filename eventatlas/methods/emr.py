@@ -47,8 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import config as paths
 from ..io import write_parquet
-from .base import MethodResult, NotApplicable
 from ..training.args import TrainingArgs
+from .base import MethodResult, NotApplicable
 from .spec import EncoderConfig, MethodConfig, merge_defaults
 
 log = logging.getLogger(__name__)
