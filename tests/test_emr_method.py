@@ -80,3 +80,18 @@ def test_emr_params_are_validated_and_unlabelled_data_refused(eventatlas_env, tm
         w.commit({"reader": "maven_sentences"})
     rec = read_record(run_method("emr", ddir, seed=0, params=PARAMS, device="cpu"))
     assert rec["run"]["status"] == "skipped" and "gold types" in rec["run"]["error"]
+
+
+def test_another_encoder_is_one_more_adhoc_ranker(sample_dataset, tmp_path):
+    """An encoder directory (e.g. one fine-tuned by another method) ranks the same episodes."""
+    from tiny_models import tiny_bert
+
+    sents = [" ".join(x["tokens"]) for x in json.loads(SAMPLE.read_text())]
+    enc = tiny_bert(tmp_path, sents, layers=4, name="tuned_enc")
+    params = {**PARAMS, "repetitions": 1, "models": ["adhoc"], "representations": [], "encoders": [str(enc)]}
+    rec = read_record(run_method("emr", sample_dataset, seed=0, params=params, device="cpu"))
+    assert rec["run"]["status"] == "completed", rec["run"].get("error")
+    rows = load_metrics(rec)
+    assert {r["representation"] for r in rows} == {"window4", "window4@tuned_enc"}
+    maps = {(r["representation"], r["setting"]): r["value"] for r in rows if r["metric"] == "map"}
+    assert all(0 < v <= 1 for v in maps.values()) and ("window4@tuned_enc", "k=3 m=3") in maps
