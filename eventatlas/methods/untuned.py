@@ -40,6 +40,10 @@ DEFAULT_MAX_MENTIONS = 20_000
 class UntunedConfig(MethodConfig):
     k_seen: Optional[int] = Field(None, ge=0, description="most frequent types held out as seen (default: protocol, 10)")
     seen_types: Optional[list[str]] = None
+    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types (see data.select_labelled)
+    n_unseen: Optional[int] = Field(None, ge=2)
+    unseen_min_mentions: int = Field(1, ge=1)
+    unseen_seed: int = 0
     representations: Optional[list[Representation]] = None
     clusterings: Optional[list[Algorithm]] = None
     n_clusters: Optional[int] = Field(None, ge=2)
@@ -94,7 +98,8 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
     sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
                           seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
-                          seed=seed)
+                          seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
+                          unseen_seed=cfg.unseen_seed)
     reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
     algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
     only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
