@@ -238,3 +238,10 @@ def test_normalised_scores_hand_computed():
     assert z[0, 2] == pytest.approx(0.5 * ((3 - 2) / 1 + (3 - 3.5) / 0.5))
     # a row scaled by 10 and shifted gets the same row z-scores: only column statistics change
     assert np.allclose(distance_inputs({"S": s, "F": np.eye(3)}, ["attn_dot_norm"])["attn_dot_norm"], -z)
+
+
+def test_unseen_choice_is_drawn_before_the_training_subsample():
+    full = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0)
+    sub = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0, max_train=60)
+    assert sub.record["unseen_choice"] == full.record["unseen_choice"]
+    assert set(sub.unseen_types) <= set(full.unseen_types) and len(sub) == 60

@@ -195,6 +195,12 @@ def select_labelled(
         keep_rows = [k and p_ == lu_pos for k, p_ in zip(keep_rows, pos)]
         drop("lu_pos", n_before - sum(keep_rows), f"lexical unit part of speech is not {lu_pos!r}")
     idx = np.flatnonzero(keep_rows)
+    choice: dict[str, Any] | None = None
+    unseen_pick: list[str] = []
+    if seen_types is None and n_unseen:
+        # the type split is the dataset's: drawn before the max_train subsample, from every labelled row
+        unseen_pick, choice = choose_unseen_types([labels_all[i][0] for i in idx], n_unseen,
+                                                  min_mentions=unseen_min_mentions, seed=unseen_seed, where=where)
     pick = _subsample(len(idx), max_train, seed, salt=1)
     if pick is not None:
         drop("train_subsample", len(idx) - len(pick), f"seeded subsample to max_train={max_train}")
@@ -202,16 +208,13 @@ def select_labelled(
     table = table.take(pa.array(idx, pa.int64()))
     labels = np.array([labels_all[i][0] for i in idx], dtype=object)
     ranked = rank_types(labels.tolist())
-    choice: dict[str, Any] | None = None
     if seen_types is not None:
         unknown = sorted(set(seen_types) - set(ranked))
         if unknown:
             raise ValueError(f"{where}: seen_types not among the selected mentions' types: {unknown[:10]}")
         seen = [t for t in ranked if t in set(seen_types)]
         k_requested = len(seen)
-    elif n_unseen:
-        unseen_pick, choice = choose_unseen_types(labels.tolist(), n_unseen, min_mentions=unseen_min_mentions,
-                                                  seed=unseen_seed, where=where)
+    elif choice is not None:
         rest = [t for t in ranked if t not in set(unseen_pick)]
         k_requested = int(k_seen) if k_seen else len(rest)
         seen = rest[:k_requested]
