@@ -245,3 +245,33 @@ def test_unseen_choice_is_drawn_before_the_training_subsample():
     sub = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0, max_train=60)
     assert sub.record["unseen_choice"] == full.record["unseen_choice"]
     assert set(sub.unseen_types) <= set(full.unseen_types) and len(sub) == 60
+
+
+@pytest.mark.slow
+def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+    from transformers import BertTokenizerFast
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tiny_models import tiny_bert
+
+    from eventatlas.ingest import ingest_samples
+    from eventatlas.methods.untuned import run
+
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
+    ingest_samples(tmp_path / "ds", names=["ontoevent"])
+    ds = next((tmp_path / "ds").iterdir())
+    sents = pq.read_table(ds / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
+    model = tiny_bert(tmp_path, sents + ["[ ]"])
+    BertTokenizerFast(vocab=str(model / "vocab.txt"), do_lower_case=True).save_pretrained(model)
+    cfg = {"model_id": str(model), "representations": ["trigger"], "clusterings": ["agglomerative"], "k_seen": 2,
+           "device": "cpu"}
+    res = run(ds, tmp_path / "marked", config=None, trigger_markers=True, **cfg)
+    sel = pq.read_table(tmp_path / "marked" / "selected_mentions.parquet").to_pylist()
+    assert all(r["sentence"][r["trigger_start"] - 2:r["trigger_end"] + 2] == f"[ {r['trigger']} ]" for r in sel)
+    assert {r["variant"] for r in res.metrics} == {"trigger_markers"}
+    plain = run(ds, tmp_path / "plain", **cfg)
+    assert {r["variant"] for r in plain.metrics} == {None}
