@@ -122,12 +122,12 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     assert set(df["setting"]) == {"2 seen / 3 unseen"}
     ind = df[df.task == "induction"]
     pairs = set(zip(ind["variant"], ind["clustering"]))
-    for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft", "untuned:ft"):
+    for inp in ("attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm", "untuned:ft"):
         for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
             assert (inp, algo) in pairs
     assert set(ind["clustering"]) == {"agglomerative", "manifold", "manifold_sym", "affinity"}  # algorithms only
     ari = ind[ind.metric == "ari"]
-    assert len(ari) == 20 and ari["value"].between(-0.5, 1).all()
+    assert len(ari) == 24 and ari["value"].between(-0.5, 1).all()
     # shift invariance: 1 - S and -S give the same partitions, hence the same scores
     a = ari.set_index(["variant", "clustering"])["value"]
     for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):

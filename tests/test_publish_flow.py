@@ -208,7 +208,7 @@ def test_posthoc_writes_records_and_eventatlas_publish_lands_them(tmp_path, monk
     assert set(df.clustering.dropna()) <= {"agglomerative", "manifold", "manifold_sym", "affinity"}
     ens_rows = df[df.seed == -1]
     assert set(ens_rows.variant) == {"ensemble2:attn_dot", "ensemble2:attn_dot_neg", "ensemble2:attn_cos",
-                                     "ensemble2:ft"}
+                                     "ensemble2:ft", "ensemble2:attn_dot_norm"}
     assert set(ens_rows.task) == {"induction"}
     assert set(df[df.variant == "stopping"].task) == {"training"}
     assert set(df[df.metric.str.startswith("naming_")].task) == {"naming"}

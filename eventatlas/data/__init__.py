@@ -1,7 +1,7 @@
 """Data layer: typed manifests, per-dataset protocol settings, labelled-mention selection."""
 from .manifest import KINDS, Manifest, ingested
 from .protocol import protocol_for, registry_entry
-from .selection import LabelledMentions, NotApplicable, lu_pos_of, rank_types, select_labelled
+from .selection import LabelledMentions, NotApplicable, choose_unseen_types, lu_pos_of, rank_types, select_labelled
 
 __all__ = ["KINDS", "LabelledMentions", "Manifest", "NotApplicable", "ingested", "lu_pos_of", "protocol_for",
-           "rank_types", "registry_entry", "select_labelled"]
+           "rank_types", "registry_entry", "select_labelled", "choose_unseen_types"]

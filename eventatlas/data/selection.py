@@ -9,7 +9,11 @@ dropped and why (``LabelledMentions.record``, stored in the run's params):
 4. ``max_train``: a seeded subsample of what is left (the training pool, when a method trains);
 5. seen / unseen: the ``k_seen`` most frequent primary labels are *seen* (ties by type id), or the
    given ``seen_types``; ``k_seen`` is clamped so that at least ``min_unseen_types`` types stay
-   unseen (recorded as requested vs used);
+   unseen (recorded as requested vs used). Or ``n_unseen`` (the paper's MAVEN 150/18 protocol):
+   the unseen types are a fixed seeded choice (``unseen_seed``, independent of the run seed) of
+   ``n_unseen`` types among those with at least ``unseen_min_mentions`` mentions, and the seen types
+   are the rest (the ``k_seen`` most frequent of the rest when ``k_seen`` is smaller); the choice is
+   recorded under ``record["unseen_choice"]``;
 6. ``max_eval``: a seeded subsample of the unseen mentions, which are the ones clustered and scored.
 
 Too little left to evaluate raises :class:`NotApplicable` (the run is recorded as skipped with the
@@ -115,6 +119,25 @@ def rank_types(labels: Sequence[str]) -> list[str]:
     return sorted(counts, key=lambda t: (-counts[t], t))
 
 
+def choose_unseen_types(labels: Sequence[str], n: int, *, min_mentions: int = 1, seed: int = 0,
+                        where: str = "mentions") -> tuple[list[str], dict[str, Any]]:
+    """A fixed seeded choice of ``n`` unseen types among those with >= ``min_mentions`` mentions.
+
+    The candidates are sorted by type id before the draw, so the choice depends only on the label
+    counts, ``n``, ``min_mentions`` and ``seed`` (never on row order or the run seed). Returns the
+    chosen types (most frequent first, ties by id) and the record of the choice."""
+    counts = Counter(labels)
+    cands = sorted(t for t, c in counts.items() if c >= min_mentions)
+    if len(cands) < n:
+        raise NotApplicable(f"{where}: only {len(cands)} types have >= {min_mentions} mentions; "
+                            f"cannot choose {n} unseen types")
+    rng = np.random.default_rng(seed)
+    pick = [cands[i] for i in sorted(rng.choice(len(cands), size=int(n), replace=False))]
+    pick.sort(key=lambda t: (-counts[t], t))
+    return pick, {"n_unseen": int(n), "min_mentions": int(min_mentions), "seed": int(seed),
+                  "n_candidates": len(cands), "types": pick, "mentions": {t: int(counts[t]) for t in pick}}
+
+
 def _subsample(n: int, cap: int | None, seed: int, salt: int) -> np.ndarray | None:
     """Sorted seeded choice of ``cap`` of ``n`` rows, or None when nothing needs dropping."""
     if not cap or n <= cap:
@@ -135,6 +158,9 @@ def select_labelled(
     min_unseen_types: int = 2,
     min_eval_mentions: int = 2,
     seed: int = 0,
+    n_unseen: int | None = None,
+    unseen_min_mentions: int = 1,
+    unseen_seed: int = 0,
 ) -> LabelledMentions:
     """See the module docstring. ``source`` is a dataset dir, a mentions Parquet or a table."""
     if isinstance(source, pa.Table):
@@ -169,6 +195,12 @@ def select_labelled(
         keep_rows = [k and p_ == lu_pos for k, p_ in zip(keep_rows, pos)]
         drop("lu_pos", n_before - sum(keep_rows), f"lexical unit part of speech is not {lu_pos!r}")
     idx = np.flatnonzero(keep_rows)
+    choice: dict[str, Any] | None = None
+    unseen_pick: list[str] = []
+    if seen_types is None and n_unseen:
+        # the type split is the dataset's: drawn before the max_train subsample, from every labelled row
+        unseen_pick, choice = choose_unseen_types([labels_all[i][0] for i in idx], n_unseen,
+                                                  min_mentions=unseen_min_mentions, seed=unseen_seed, where=where)
     pick = _subsample(len(idx), max_train, seed, salt=1)
     if pick is not None:
         drop("train_subsample", len(idx) - len(pick), f"seeded subsample to max_train={max_train}")
@@ -182,6 +214,10 @@ def select_labelled(
             raise ValueError(f"{where}: seen_types not among the selected mentions' types: {unknown[:10]}")
         seen = [t for t in ranked if t in set(seen_types)]
         k_requested = len(seen)
+    elif choice is not None:
+        rest = [t for t in ranked if t not in set(unseen_pick)]
+        k_requested = int(k_seen) if k_seen else len(rest)
+        seen = rest[:k_requested]
     else:
         k_requested = int(k_seen)
         # Tiny datasets (the shipped samples) may have <= k_seen types: keep min_unseen_types unseen
@@ -189,6 +225,14 @@ def select_labelled(
         seen = ranked[: max(0, min(k_requested, len(ranked) - min_unseen_types))]
     seen_set = set(seen)
     unseen = [t for t in ranked if t not in seen_set]
+    if choice is not None:
+        # types neither seen nor chosen unseen (k_seen below the rest) are left out, not clustered
+        unseen = [t for t in ranked if t in set(unseen_pick)]
+        left_out = ~np.isin(labels, np.array(seen + unseen, dtype=object))
+        if left_out.any():
+            drop("unchosen_type", int(left_out.sum()), "type neither among the k_seen seen nor the chosen unseen")
+            keep = np.flatnonzero(~left_out)
+            table, labels = table.take(pa.array(keep, pa.int64())), labels[keep]
     eval_index = np.flatnonzero([t not in seen_set for t in labels])
     drop("seen_type", len(labels) - len(eval_index), "mention of a seen type: trained on, not scored")
     n_unseen = len(eval_index)
@@ -216,6 +260,8 @@ def select_labelled(
         "max_eval": max_eval,
         "drops": drops,
     }
+    if choice is not None:
+        record["unseen_choice"] = choice
     if len(eval_index) < min_eval_mentions or n_types_eval < min_unseen_types:
         raise NotApplicable(
             f"{where}: only {len(eval_index)} unseen mentions / {n_types_eval} unseen types after selection "

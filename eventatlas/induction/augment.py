@@ -9,6 +9,9 @@ as Parquet. It needs the eight Marian checkpoints locally (HF cache); offline th
 dropout noise (SimCSE-style).
 ``token_perturb``: each non-special, non-trigger word piece is dropped with probability p
 (resampled every epoch with the run's seeded RNG), then a second forward pass.
+``word_dropout`` (issue 14): the same, but whole words (a word piece and its ``##`` continuations)
+are dropped, never a word holding a trigger piece or a special token, so the view stays readable
+text around an intact trigger.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from ..io import write_parquet
 
 log = logging.getLogger(__name__)
 
-AUGMENTATIONS = ("backtranslation", "dropout_view", "token_perturb")
+AUGMENTATIONS = ("backtranslation", "dropout_view", "token_perturb", "word_dropout")
 BT_LANGUAGES = ("de", "fr", "es", "zh")
 BT_CACHE_SCHEMA = pa.schema([("key", pa.string()), ("lang", pa.string()), ("text", pa.string()),
                              ("translation", pa.string())])
@@ -125,4 +128,30 @@ def token_perturb(ids: Sequence[int], protect: set[int], rng: np.random.Generato
     Returns the kept positions (indices into ``ids``); at least the protected ones survive.
     """
     keep = [i for i in range(len(ids)) if i in protect or rng.random() >= p]
+    return keep
+
+
+def word_starts(tokens: Sequence[str]) -> list[bool]:
+    """Whether each word piece starts a word: WordPiece marks continuations with ``##``;
+    SentencePiece / byte-level BPE mark starts with ``▁`` / ``Ġ`` (then an unmarked piece continues)."""
+    marks_starts = any(t.startswith(("\u2581", "\u0120")) for t in tokens)
+    if marks_starts:
+        return [i == 0 or t.startswith(("\u2581", "\u0120")) or not t[:1].isalnum() for i, t in enumerate(tokens)]
+    return [not t.startswith("##") for t in tokens]
+
+
+def word_dropout(tokens: Sequence[str], protect: set[int], rng: np.random.Generator, p: float = 0.1) -> list[int]:
+    """Drop whole words with probability p; a word with a protected piece (trigger, special token)
+    always survives. Returns the kept positions (indices into ``tokens``)."""
+    starts = word_starts(tokens)
+    words: list[list[int]] = []
+    for i, s in enumerate(starts):
+        if s or not words:
+            words.append([i])
+        else:
+            words[-1].append(i)
+    keep: list[int] = []
+    for w in words:
+        if any(i in protect for i in w) or rng.random() >= p:
+            keep.extend(w)
     return keep

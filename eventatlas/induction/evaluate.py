@@ -4,6 +4,9 @@ Inputs (square distance matrices over the unseen mentions):
   attn_dot      1 - S,          S = Q K^T / sqrt(d)  (asymmetric; see eventatlas.cluster for how
   attn_dot_neg  -S                                    each algorithm reads it)
   attn_cos      1 - cos(Q_i, K_j)
+  attn_dot_norm -(z_row(S) + z_col(S)) / 2   (issue 14: S standardised per row and per column, so a
+                                   mention whose scores are all high (a "hub" key) or all low does not
+                                   dominate average linkage; see ``normalised_scores``)
   ft            1 - cos(F_i, F_j)   (the fine-tuned encoder features)
 Algorithms: agglomerative, manifold (faithful, unsymmetrised), manifold_sym, affinity
 (which picks its own number of clusters). Average linkage, UMAP memberships (exp(-(d - rho)/sigma))
@@ -28,7 +31,7 @@ import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
-INPUTS = ("attn_dot", "attn_dot_neg", "attn_cos", "ft")
+INPUTS = ("attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm")
 ALGORITHMS = ("agglomerative", "manifold", "manifold_sym", "affinity")
 
 
@@ -39,6 +42,19 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 def scores_matrix(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.asarray(q, np.float64) @ np.asarray(k, np.float64).T / math.sqrt(q.shape[1])
+
+
+def normalised_scores(s: np.ndarray) -> np.ndarray:
+    """Scale-normalised score matrix: the mean of S z-scored along its rows and along its columns
+    (the diagonal left out of the statistics; a constant row or column has unit scale)."""
+    s = np.asarray(s, np.float64)
+    n = s.shape[0]
+    off = ~np.eye(n, dtype=bool) if n > 1 else np.ones((n, n), dtype=bool)
+    m = np.where(off, s, np.nan)
+    mu_r, sd_r = np.nanmean(m, axis=1, keepdims=True), np.nanstd(m, axis=1, keepdims=True)
+    mu_c, sd_c = np.nanmean(m, axis=0, keepdims=True), np.nanstd(m, axis=0, keepdims=True)
+    sd_r, sd_c = np.where(sd_r > 0, sd_r, 1.0), np.where(sd_c > 0, sd_c, 1.0)
+    return 0.5 * ((s - mu_r) / sd_r + (s - mu_c) / sd_c)
 
 
 def distance_inputs(emb: dict[str, np.ndarray], inputs: Sequence[str] = INPUTS) -> dict[str, np.ndarray]:
@@ -56,6 +72,8 @@ def distance_inputs(emb: dict[str, np.ndarray], inputs: Sequence[str] = INPUTS) 
         elif name == "ft":
             f = _unit(emb["F"])
             out[name] = 1.0 - f @ f.T
+        elif name == "attn_dot_norm":
+            out[name] = -normalised_scores(s)
         else:
             raise ValueError(f"unknown clustering input {name!r}; known: {INPUTS}")
     return out

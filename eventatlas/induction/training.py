@@ -21,7 +21,7 @@ import torch
 from ..io import atomic_path
 from ..modeling.inputs import ModelInput
 from ..training import Callback
-from .augment import token_perturb
+from .augment import token_perturb, word_dropout
 from .loss import augmented_loss, naming_loss
 from .stopping import choose_epoch, epoch_silhouettes
 
@@ -32,7 +32,8 @@ class InductionTask:
     def __init__(self, model, items: Sequence[ModelInput], seen_index: np.ndarray, representation: str, *,
                  augmentation: str, perturb_p: float = 0.1, name_targets: torch.Tensor | None = None,
                  naming_weight: float = 1.0, margin: float = 0.5, sentences: Sequence[str] | None = None,
-                 triggers: Sequence[str] | None = None, backtranslations: dict | None = None):
+                 triggers: Sequence[str] | None = None, backtranslations: dict | None = None,
+                 pseudo_neighbours: dict[int, list[int]] | None = None):
         self.enc = model.encoder
         self.items, self.rep = list(items), representation
         self.seen_index = torch.as_tensor(seen_index)
@@ -40,6 +41,8 @@ class InductionTask:
         self.name_targets, self.naming_weight = name_targets, naming_weight
         self.special = set(self.enc.tokenizer.all_special_ids)
         self.sentences, self.triggers, self.bt = sentences, triggers, backtranslations
+        # pseudo-labels (issue 14): training index -> confident unseen neighbours (mutual_neighbours)
+        self.pseudo = {int(i): [int(j) for j in js] for i, js in (pseudo_neighbours or {}).items() if js}
 
     def lengths(self) -> list[int]:
         return [len(it.ids) for it in self.items]
@@ -47,7 +50,10 @@ class InductionTask:
     def _perturbed(self, it: ModelInput, rng: np.random.Generator) -> ModelInput:
         # special tokens and the trigger's pieces always survive (the trigger defines the mention)
         protect = {j for j, t in enumerate(it.ids) if t in self.special} | set(it.target)
-        keep = token_perturb(it.ids, protect, rng, self.perturb_p)
+        if self.augmentation == "word_dropout":
+            keep = word_dropout(self.enc.tokenizer.convert_ids_to_tokens(list(it.ids)), protect, rng, self.perturb_p)
+        else:
+            keep = token_perturb(it.ids, protect, rng, self.perturb_p)
         pos = {j: k for k, j in enumerate(keep)}
         return ModelInput([it.ids[j] for j in keep], [pos[j] for j in it.target if j in pos], [])
 
@@ -62,9 +68,34 @@ class InductionTask:
         a, b = (lo, lo + len(trig)) if lo >= 0 else (0, len(text))
         return self.enc.prepare([text], [a], [b], "trigger")[0]
 
+    def _with_neighbours(self, idx: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, torch.Tensor | None]:
+        """The batch plus one sampled pseudo-neighbour of each of its unseen mentions that has one
+        (so pseudo-positive pairs occur in batches at all), and the (n, n) pseudo-positive matrix."""
+        if not self.pseudo:
+            return idx, None
+        members = [int(i) for i in idx]
+        have = set(members)
+        for i in list(members):
+            nb = self.pseudo.get(i)
+            if nb:
+                j = nb[int(rng.integers(0, len(nb)))]
+                if j not in have:
+                    members.append(j)
+                    have.add(j)
+        pos = {m: a for a, m in enumerate(members)}
+        mat = torch.zeros(len(members), len(members), dtype=torch.bool)
+        for i in members:
+            for j in self.pseudo.get(i, ()):
+                if j in pos:
+                    mat[pos[i], pos[j]] = mat[pos[j], pos[i]] = True
+        return np.asarray(members, dtype=np.int64), mat
+
     def make_batch(self, idx: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+        idx, pseudo = self._with_neighbours(np.asarray(idx), rng)
         batch = {"view1": self.enc.collate([self.items[i] for i in idx], self.rep), "labels": self.seen_index[idx]}
-        if self.augmentation == "token_perturb":
+        if pseudo is not None:
+            batch["pseudo"] = pseudo
+        if self.augmentation in ("token_perturb", "word_dropout"):
             batch["view2"] = self.enc.collate([self._perturbed(self.items[i], rng) for i in idx], self.rep)
         elif self.augmentation == "backtranslation":
             rep = "trigger" if self.rep == "trigger" else "sentence"
@@ -76,7 +107,7 @@ class InductionTask:
         o1 = model(batch["view1"], self.rep)
         o2 = model(batch.get("view2", batch["view1"]), self.rep)  # dropout_view: same tokens, new dropout
         loss, parts = augmented_loss(o1["Q"].float(), o1["K"].float(), o2["Q"].float(), o2["K"].float(), lab,
-                                     self.margin)
+                                     self.margin, batch.get("pseudo"))
         if self.name_targets is not None:
             seen = lab >= 0
             tgt = self.name_targets.to(lab.device)[lab.clamp(min=0)]
@@ -84,6 +115,31 @@ class InductionTask:
             loss = loss + self.naming_weight * ln
             parts["naming"] = float(ln.detach())
         return loss, parts
+
+
+def mutual_neighbours(f: np.ndarray, index: Sequence[int], k: int, min_cos: float = 0.0) -> dict[int, list[int]]:
+    """Confident pseudo-positive pairs among unlabelled mentions: ``f`` (n, d) features of the mentions
+    ``index`` (training indices); i and j are paired when each is among the other's ``k`` nearest
+    neighbours (cosine) and their cosine is >= ``min_cos``. Returns training index -> its partners."""
+    from sklearn.neighbors import NearestNeighbors
+
+    index = np.asarray(index, dtype=np.int64)
+    n = len(index)
+    if n < 2 or k < 1:
+        return {}
+    kk = min(k, n - 1)
+    x = np.asarray(f, np.float32)
+    x = x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
+    dist, nn = NearestNeighbors(n_neighbors=kk + 1, metric="cosine", algorithm="brute").fit(x).kneighbors(x)
+    near = [set(int(j) for j, d in zip(row, drow) if j != a and 1.0 - d >= min_cos)
+            for a, (row, drow) in enumerate(zip(nn, dist))]
+    near = [set(sorted(s, key=lambda j: -float(x[a] @ x[j]))[:kk]) for a, s in enumerate(near)]
+    out: dict[int, list[int]] = {}
+    for a in range(n):
+        mutual = sorted(j for j in near[a] if a in near[j])
+        if mutual:
+            out[int(index[a])] = [int(index[j]) for j in mutual]
+    return out
 
 
 @torch.no_grad()

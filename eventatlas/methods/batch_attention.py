@@ -33,7 +33,7 @@ MAPPINGS_DIR = paths.REPO_ROOT / "datasets" / "mappings"
 # The stopping rule clusters the unseen mentions at several counts and needs 2 <= c <= n - 1;
 # below this many unseen mentions (e.g. the shipped samples) the method has nothing to learn from.
 MIN_UNSEEN_MENTIONS = 10
-Input = Literal["attn_dot", "attn_dot_neg", "attn_cos", "ft"]
+Input = Literal["attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm"]
 Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
 
 
@@ -56,10 +56,14 @@ class BatchAttentionConfig(MethodConfig):
     representations: list[Literal["trigger", "sentence"]] = ["trigger"]
     k_seen: Optional[int] = Field(None, ge=1)
     seen_types: Optional[list[str]] = None
+    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types (see data.select_labelled)
+    n_unseen: Optional[int] = Field(None, ge=2)
+    unseen_min_mentions: int = Field(1, ge=1)
+    unseen_seed: int = 0
     lu_pos: Optional[str] = None
     n_clusters: Optional[int] = Field(None, ge=2)
     k_manifold: Optional[int] = Field(None, ge=2)
-    inputs: list[Input] = ["attn_dot", "attn_dot_neg", "attn_cos", "ft"]
+    inputs: list[Input] = ["attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm"]
     algorithms: list[Algorithm] = ["agglomerative", "manifold", "manifold_sym", "affinity"]
     naming: bool = True
     linking: bool = True
@@ -74,8 +78,13 @@ class BatchAttentionConfig(MethodConfig):
     dropout: float = Field(0.1, ge=0, lt=1)
     share_layernorm: bool = False  # the published code applies one LayerNorm to Q and K
     naming_weight: float = Field(1.0, ge=0)  # 0 disables the auxiliary naming head
-    augmentation: Literal["auto", "backtranslation", "dropout_view", "token_perturb"] = "auto"
+    augmentation: Literal["auto", "backtranslation", "dropout_view", "token_perturb", "word_dropout"] = "auto"
     perturb_p: float = Field(0.1, ge=0, lt=1)
+    # issue-14 fixes (each off by default; the encoder freeze / warm-up and the encoder lr are
+    # train.encoder_freeze_steps / train.encoder_warmup_steps / train.lr beside train.head_lr):
+    trigger_markers: bool = False  # "[" and "]" around the trigger in every input (training and evaluation)
+    pseudo_k: int = Field(0, ge=0)  # >0: unseen-unseen pseudo-positives = mutual pseudo_k-NN of the untuned encoder
+    pseudo_min_cos: float = Field(0.0, ge=-1, le=1)  # ... with at least this cosine
     eval_batch_size: int = Field(64, ge=1)
     stop_clusters: Optional[list[int]] = None  # None: (n_unseen_types x 1, 2, 4) capped below n
     stop_key: Optional[int] = None  # which count picks the epoch; None = mean over counts
@@ -96,6 +105,16 @@ def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None
     return read_mapping(p if p.is_absolute() else MAPPINGS_DIR / name)
 
 
+def select_mentions(dataset_dir: str | Path, cfg: BatchAttentionConfig, seed: int):
+    """The seen/unseen selection of a run (shared by ``run`` and the background trainer)."""
+    from ..data import select_labelled
+
+    return select_labelled(dataset_dir, k_seen=cfg.k_seen or (None if cfg.n_unseen else 10),
+                           seen_types=cfg.seen_types, lu_pos=cfg.lu_pos, max_train=cfg.max_train_mentions,
+                           max_eval=cfg.max_mentions, seed=seed, n_unseen=cfg.n_unseen,
+                           unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed)
+
+
 def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *, seed: int, device: str,
                          type_texts: dict[str, str], resume: bool = False) -> tuple[dict[str, Any], Any]:
     """Train one representation's model; returns the summary evaluation needs and the TrainResult."""
@@ -110,7 +129,12 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
 
     set_seeds(seed)
     enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
-    items, hit = tokenize_cached(enc, sel.sentences, sel.starts, sel.ends, rep)
+    sentences, starts, ends = sel.sentences, sel.starts, sel.ends
+    if cfg.trigger_markers:
+        from ..modeling.inputs import mark_triggers
+
+        sentences, starts, ends = mark_triggers(sentences, starts, ends)
+    items, hit = tokenize_cached(enc, sentences, starts, ends, rep)
     # naming targets B_t: the *untuned* encoder's embedding of each seen type's name text
     name_targets = None
     if type_texts and cfg.naming_weight > 0:
@@ -126,9 +150,25 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
     if augmentation == "backtranslation":
         bt = backtranslate(sel.sentences, paths.cache_dir() / "backtranslation" / "marian_bt.parquet", device=device)
     triggers = [s[a:b] for s, a, b in zip(sel.sentences, sel.starts, sel.ends)]
+    pseudo, pseudo_info = None, None
+    if cfg.pseudo_k:
+        from ..device import resolve_precision
+        from ..induction.training import embed_fqk, mutual_neighbours
+
+        unl = np.flatnonzero(sel.unseen_mask)
+        f0 = embed_fqk(model, [items[i] for i in unl], rep, device="cpu", precision="fp32",
+                       batch_size=cfg.eval_batch_size)["F"]
+        pseudo = mutual_neighbours(f0, unl, cfg.pseudo_k, cfg.pseudo_min_cos)
+        labels = sel.labels
+        n_pairs = sum(len(v) for v in pseudo.values()) // 2
+        n_right = sum(labels[i] == labels[j] for i, js in pseudo.items() for j in js) // 2
+        # how clean the pseudo-labels are (gold of unseen mentions: a diagnostic only, never used to train)
+        pseudo_info = {"k": cfg.pseudo_k, "min_cos": cfg.pseudo_min_cos, "mentions_with_partner": len(pseudo),
+                       "pairs": n_pairs, "pair_precision": (n_right / n_pairs) if n_pairs else None}
+        log.info("pseudo-labels: %s", pseudo_info)
     task = InductionTask(model, items, sel.seen_index, rep, augmentation=augmentation, perturb_p=cfg.perturb_p,
                          name_targets=name_targets, naming_weight=cfg.naming_weight, margin=cfg.margin,
-                         sentences=sel.sentences, triggers=triggers, backtranslations=bt)
+                         sentences=sel.sentences, triggers=triggers, backtranslations=bt, pseudo_neighbours=pseudo)
     n_eval = len(sel.eval_index)
     base = cfg.stop_clusters or [len(sel.unseen_types) * m for m in (1, 2, 4)]
     counts = [c for c in base if 2 <= c <= n_eval - 1]
@@ -141,7 +181,7 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
     cb.prune_models(chosen[cfg.stop_rule])
     summary = {
         "config": cfg.model_dump(mode="json"), "representation": rep, "seed": seed, "setting": sel.setting(),
-        "augmentation": augmentation,
+        "augmentation": augmentation, "trigger_markers": cfg.trigger_markers, "pseudo_labels": pseudo_info,
         "precision": res.precision, "device": res.device, "token_cache_hit": hit,
         "n_mentions": len(sel), "n_unseen_mentions": n_eval, "seen_types": sel.seen_types,
         "unseen_types": sel.unseen_types, "stop_counts": counts, "history": res.history,
@@ -158,7 +198,7 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: BatchAttentionConfig | None = None,
         resume: bool = False, **params: Any) -> MethodResult:
     """Train + evaluate on one dataset (see the module docstring)."""
-    from ..data import Manifest, protocol_for, select_labelled
+    from ..data import Manifest, protocol_for
     from ..device import resolve_device
     from ..induction.evaluate import evaluate_trained
 
@@ -168,8 +208,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     proto = protocol_for(man, NAME, "induction")
     cfg = merge_defaults(cfg, proto)
     device = resolve_device(cfg.device)
-    sel = select_labelled(dataset_dir, k_seen=cfg.k_seen or 10, seen_types=cfg.seen_types, lu_pos=cfg.lu_pos,
-                          max_train=cfg.max_train_mentions, max_eval=cfg.max_mentions, seed=seed)
+    sel = select_mentions(dataset_dir, cfg, seed)
     n_eval = len(sel.eval_index)
     if not sel.seen_types or len(sel.unseen_types) < 2 or n_eval < MIN_UNSEEN_MENTIONS:
         raise NotApplicable(
@@ -201,7 +240,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         result.artifacts.append({"kind": f"train_summary/{rep}", "path": str(rdir / "train_summary.json"),
                                  "sha256": sha256_file(rdir / "train_summary.json")})
         result.params["train"][rep] = {k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch",
-                                                               "total_seconds", "stop_counts")}
+                                                               "total_seconds", "stop_counts", "trigger_markers",
+                                                               "pseudo_labels")}
         result.params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in summary["history"]]))
     atomic_write_json(out_dir / "batch_attention_params.json", result.params)
     return result

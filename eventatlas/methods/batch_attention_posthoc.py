@@ -23,19 +23,20 @@ from ..io import atomic_write_json
 
 
 def _train(a) -> None:
-    from ..data import Manifest, protocol_for, select_labelled
+    from ..data import Manifest, protocol_for
     from ..device import resolve_device
-    from .batch_attention import NAME, BatchAttentionConfig, train_representation
+    from .batch_attention import NAME, BatchAttentionConfig, select_mentions, train_representation
     from .spec import merge_defaults
 
     man = Manifest.read(a.dataset_dir)
-    train = {"epochs": a.epochs, "batch_size": a.batch_size, "threads": a.threads}
+    params = json.loads(a.params) if a.params else {}
+    train = {"epochs": a.epochs, "batch_size": a.batch_size, "threads": a.threads, **params.pop("train", {})}
     if a.steps:
         train["max_steps_per_epoch"] = a.steps
-    cfg = merge_defaults(BatchAttentionConfig(train=train, **({"k_seen": a.k_seen} if a.k_seen else {})),
-                         protocol_for(man, NAME, "induction"))
-    sel = select_labelled(a.dataset_dir, k_seen=cfg.k_seen or 10, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
-                          seed=a.seed)
+    if a.k_seen:
+        params["k_seen"] = a.k_seen
+    cfg = merge_defaults(BatchAttentionConfig(train=train, **params), protocol_for(man, NAME, "induction"))
+    sel = select_mentions(a.dataset_dir, cfg, a.seed)
     s, _ = train_representation(sel, cfg, a.rep, Path(a.out_dir), seed=a.seed, device=resolve_device(cfg.device),
                                 type_texts=man.type_texts(), resume=a.resume)
     print(json.dumps({k: s[k] for k in ("chosen_epoch", "total_seconds", "augmentation", "precision")}))
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--batch-size", type=int, default=10)
     t.add_argument("--k-seen", type=int, default=None)
     t.add_argument("--threads", type=int, default=None)
+    t.add_argument("--params", default=None, help="JSON of further BatchAttentionConfig fields (the fixes, "
+                   "e.g. '{\"trigger_markers\": true}'); 'train' merges into the training block")
     t.add_argument("--resume", action="store_true", help="continue from the directory's last checkpoint")
     e = sub.add_parser("evaluate")
     e.add_argument("dataset_dir")

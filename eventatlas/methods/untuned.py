@@ -40,6 +40,11 @@ DEFAULT_MAX_MENTIONS = 20_000
 class UntunedConfig(MethodConfig):
     k_seen: Optional[int] = Field(None, ge=0, description="most frequent types held out as seen (default: protocol, 10)")
     seen_types: Optional[list[str]] = None
+    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types (see data.select_labelled)
+    n_unseen: Optional[int] = Field(None, ge=2)
+    unseen_min_mentions: int = Field(1, ge=1)
+    unseen_seed: int = 0
+    trigger_markers: bool = False  # "[ trigger ]" in every input (modeling.inputs.mark_triggers), as batch_attention's option
     representations: Optional[list[Representation]] = None
     clusterings: Optional[list[Algorithm]] = None
     n_clusters: Optional[int] = Field(None, ge=2)
@@ -94,7 +99,8 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
     sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
                           seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
-                          seed=seed)
+                          seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
+                          unseen_seed=cfg.unseen_seed)
     reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
     algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
     only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
@@ -103,6 +109,14 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     split_name = ",".join(splits) if splits else (",".join(sorted({s for s in table["split"].to_pylist() if s})) or "all")
     setting = sel.setting()
     out_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.trigger_markers:
+        from ..modeling.inputs import mark_triggers
+
+        ms, ma, mb = mark_triggers(table["sentence"].to_pylist(), table["trigger_start"].to_pylist(),
+                                   table["trigger_end"].to_pylist())
+        for name, col in (("sentence", pa.array(ms, pa.string())), ("trigger_start", pa.array(ma, table["trigger_start"].type)),
+                          ("trigger_end", pa.array(mb, table["trigger_end"].type))):
+            table = table.set_column(table.schema.get_field_index(name), name, col)
     selected = write_parquet(table, out_dir / "selected_mentions.parquet")
     result.add_artifact("selected_mentions", selected, table.num_rows)
     params = result.params
@@ -132,14 +146,15 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
             y_rep, ids_rep = y[keep], [ids[i] for i in keep]
             params.setdefault("embedding_dropped", {})[rep] = len(ids) - len(keep)
         timings[f"embed/{rep}"] = round(time.perf_counter() - t0, 3)
-        ev = cluster_and_score(X, y_rep.tolist(), n_clusters=k, algorithms=algos, seed=seed, dataset=man.dataset,
+        variant = "trigger_markers" if cfg.trigger_markers else None  # rows say the inputs were marked
+        ev = cluster_and_score({variant: X} if variant else X, y_rep.tolist(), n_clusters=k, algorithms=algos, seed=seed, dataset=man.dataset,
                                method=NAME, split=split_name, setting=setting, representation=rep, only=only)
         result.metrics += ev.rows
         for (_, algo), why in ev.skipped.items():
             # one algorithm over a dense-memory ceiling (affinity first) must not sink the others
             params.setdefault("skipped", {})[f"{rep}/{algo}"] = why
         for (_, algo), pred in ev.partitions.items():
-            timings[f"cluster/{rep}/{algo}"] = ev.seconds.get((None, algo))
+            timings[f"cluster/{rep}/{algo}"] = ev.seconds.get((variant, algo))
             apath = write_parquet(pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred}),
                                   out_dir / "assignments" / f"{rep}__{algo}.parquet")
             result.add_artifact(f"assignments/{rep}/{algo}", apath, len(ids_rep))

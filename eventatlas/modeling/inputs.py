@@ -152,3 +152,18 @@ def collate(items: Sequence[ModelInput], representation: str, pad_id: int) -> di
         att[r, : len(it.ids)] = 1
         pool[r, it.pool_positions(representation)] = 1.0
     return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(att), "pool": torch.from_numpy(pool)}
+
+
+def mark_triggers(sentences: Sequence[str], starts: Sequence[int], ends: Sequence[int], *, left: str = "[",
+                  right: str = "]") -> tuple[list[str], list[int], list[int]]:
+    """Sentences with ``left``/``right`` markers (space-separated, so any tokenizer splits them off)
+    around each trigger; returns the new sentences and the trigger's new (start, end), which still
+    cover exactly the trigger text (issue 14: trigger-marked inputs, for sentence pooling too)."""
+    out_s, out_a, out_b = [], [], []
+    for s, a, b in zip(sentences, starts, ends):
+        a, b = int(a), int(b)
+        pre = f"{s[:a]}{left} "
+        out_s.append(f"{pre}{s[a:b]} {right}{s[b:]}")
+        out_a.append(len(pre))
+        out_b.append(len(pre) + b - a)
+    return out_s, out_a, out_b

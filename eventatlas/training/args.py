@@ -10,7 +10,8 @@ class TrainingArgs(BaseModel):
     """How a method trains: optimiser, schedule, batching, precision, device, checkpoints.
 
     ``lr`` is the encoder's learning rate; ``head_lr`` that of every other parameter group
-    (classification heads, prototypes, projection MLPs); None = ``lr``.
+    (classification heads, prototypes, projection MLPs); None = ``lr``. ``encoder_freeze_steps`` /
+    ``encoder_warmup_steps`` hold the encoder still while freshly initialised heads first train.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -26,6 +27,10 @@ class TrainingArgs(BaseModel):
     schedule: Literal["constant", "linear", "cosine"] = "linear"
     warmup_steps: int = Field(0, ge=0)
     warmup_max_ratio: Optional[float] = Field(None, ge=0, le=1)  # cap warm-up at this share of all steps
+    # the encoder group only (heads train meanwhile): lr 0 for the first encoder_freeze_steps optimizer
+    # steps, then a linear ramp over encoder_warmup_steps on top of the schedule (see loop.encoder_lambda)
+    encoder_freeze_steps: int = Field(0, ge=0)
+    encoder_warmup_steps: int = Field(0, ge=0)
     max_grad_norm: Optional[float] = Field(1.0, gt=0)
     grad_accum: int = Field(1, ge=1)
     max_steps: Optional[int] = Field(None, ge=1)  # optimizer steps in total

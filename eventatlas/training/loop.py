@@ -144,6 +144,18 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return f
 
 
+def encoder_lambda(base, freeze: int = 0, warmup: int = 0):
+    """The encoder group's multiplier: 0 for the first ``freeze`` optimizer steps (Adam's update is
+    then exactly 0, so the encoder does not move while the heads start), then ``base`` ramped up
+    linearly over ``warmup`` steps."""
+    def f(step: int) -> float:
+        if step < freeze:
+            return 0.0
+        ramp = min(1.0, (step - freeze + 1) / warmup) if warmup else 1.0
+        return base(step) * ramp
+    return f
+
+
 def _probe_shape(model: torch.nn.Module) -> dict[str, int] | None:
     from ..modeling.mention_encoder import MentionEncoder
 
@@ -209,7 +221,10 @@ class Trainer:
         self.warmup = warmup
         self.model, self.optimizer = acc.prepare(_TaskModule(model, task), opt)
         # stepped by hand once per optimizer step (Accelerate's wrapper would step it once per process)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(args.schedule, warmup, self.total_steps))
+        base = lr_lambda(args.schedule, warmup, self.total_steps)
+        lambdas = [encoder_lambda(base, args.encoder_freeze_steps, args.encoder_warmup_steps) if n == "encoder" else base
+                   for n in self.group_names]
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambdas)
         self.state = _LoopState()
         acc.register_for_checkpointing(self.scheduler, self.state)
         self.rng = np.random.default_rng([self.seed, 7])

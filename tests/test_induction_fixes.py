@@ -1,0 +1,277 @@
+"""Issue 14: the MAVEN 150/18 protocol's type split and the batch-attention fixes (each option tested)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from eventatlas.data import NotApplicable, choose_unseen_types, select_labelled
+
+
+def _counts_table(counts: dict[str, int], order_seed: int = 0) -> pa.Table:
+    labels = [t for t, c in counts.items() for _ in range(c)]
+    rng = np.random.default_rng(order_seed)
+    labels = [labels[i] for i in rng.permutation(len(labels))]
+    n = len(labels)
+    return pa.table({"mention_id": [f"m{i}" for i in range(n)], "labels": [[t] for t in labels],
+                     "sentence": ["x y"] * n, "trigger_start": [0] * n, "trigger_end": [1] * n})
+
+
+COUNTS = {f"T{i:02d}": c for i, c in enumerate([50, 40, 40, 30, 20, 12, 10, 10, 9, 3, 2, 1])}
+
+
+def test_unseen_choice_is_fixed_seeded_and_needs_enough_mentions():
+    a, rec = choose_unseen_types([t for t, c in COUNTS.items() for _ in range(c)], 3, min_mentions=10, seed=0)
+    # only the 8 types with >= 10 mentions are candidates; the draw is independent of row order
+    assert rec["n_candidates"] == 8 and set(a) <= {f"T{i:02d}" for i in range(8)}
+    assert all(COUNTS[t] >= 10 for t in a) and len(set(a)) == 3
+    assert a == sorted(a, key=lambda t: (-COUNTS[t], t))  # recorded most frequent first
+    assert rec["types"] == a and rec["mentions"] == {t: COUNTS[t] for t in a} and rec["seed"] == 0
+    # the same split for every row order and every run seed; another unseen_seed draws another set
+    s1 = select_labelled(_counts_table(COUNTS, 1), n_unseen=3, unseen_min_mentions=10, unseen_seed=0, seed=0)
+    s2 = select_labelled(_counts_table(COUNTS, 2), n_unseen=3, unseen_min_mentions=10, unseen_seed=0, seed=7)
+    assert s1.unseen_types == s2.unseen_types == a
+    draws = {tuple(choose_unseen_types(list(Counter(COUNTS).elements()), 3, min_mentions=10, seed=s)[0])
+             for s in range(6)}
+    assert len(draws) > 1
+    with pytest.raises(NotApplicable, match="only 8 types have >= 10 mentions"):
+        choose_unseen_types(list(Counter(COUNTS).elements()), 9, min_mentions=10)
+
+
+def test_unseen_choice_selection_seen_is_the_rest_and_recorded():
+    sel = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0)
+    assert len(sel.seen_types) == 9 and set(sel.seen_types).isdisjoint(sel.unseen_types)
+    assert sel.setting() == "9 seen / 3 unseen"
+    assert sorted(set(sel.eval_labels.tolist())) == sorted(sel.unseen_types)
+    assert len(sel.eval_index) == sum(COUNTS[t] for t in sel.unseen_types)
+    assert sel.record["unseen_choice"]["types"] == sel.unseen_types
+    json.dumps(sel.record)  # the record lands in run params as JSON
+    # k_seen below the rest: the k most frequent of the rest are seen, the others are left out (recorded)
+    small = select_labelled(_counts_table(COUNTS), k_seen=2, n_unseen=3, unseen_min_mentions=10, unseen_seed=0)
+    assert len(small.seen_types) == 2 and small.unseen_types == sel.unseen_types
+    assert small.record["drops"]["unchosen_type"]["n"] == sum(COUNTS.values()) - sum(
+        COUNTS[t] for t in small.seen_types + small.unseen_types)
+    assert len(small.eval_index) == len(sel.eval_index)
+
+
+@pytest.mark.shared_data
+def test_maven_subset_protocol_split_is_deterministic():
+    """The registry's MAVEN 150/18 protocol on the real subset: 147 seen, 18 unseen with >= 30 mentions."""
+    from conftest import shared_path
+    from eventatlas.registry import load_registry
+
+    path = shared_path("maven", "subset", "maven_subset_a.json")
+    proto = load_registry()["maven_sentences"]["protocol"]["induction"]
+    labels = [e["event_type"] for s in json.loads(path.read_text()) for e in s["events"]]
+    kw = dict(min_mentions=proto["unseen_min_mentions"], seed=proto["unseen_seed"])
+    a, rec = choose_unseen_types(labels, proto["n_unseen"], **kw)
+    b, _ = choose_unseen_types(labels[::-1], proto["n_unseen"], **kw)
+    assert a == b and len(a) == 18 and min(rec["mentions"].values()) >= 30
+    assert len(set(labels)) - 18 == proto["k_seen"] == 147
+
+
+# ----------------------------------------------------------------------------- pseudo-labels (loss mask)
+def test_pseudo_labels_unmask_only_unseen_unseen_pairs_hand_computed():
+    import math
+
+    import torch
+
+    from eventatlas.induction.loss import label_matrices, masked_contrastive_loss
+
+    l3 = math.log(3.0)
+    s = torch.tensor([[l3, 0.0, l3, -l3], [0.0, l3, 0.0, l3], [-l3, l3, 0.0, l3], [l3, -l3, 0.0, -l3]])
+    lab = torch.tensor([0, 0, -1, -1])
+    pseudo = torch.zeros(4, 4, dtype=torch.bool)
+    pseudo[2, 3] = pseudo[3, 2] = True  # two unseen mentions: used
+    pseudo[0, 2] = pseudo[2, 0] = True  # a seen mention's pair is already labelled: ignored
+    y, m = label_matrices(lab, pseudo)
+    assert y.int().tolist() == [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]]
+    assert m.all()
+    # without pseudo-labels (test_induction_core): 18 ln2 - 2 ln3 over 16 entries; now (2,3): Y=1 P=.75
+    # -> ln(4/3) and (3,2): Y=1 P=.5 -> ln2 join the sum
+    expected = (21 * math.log(2) - 3 * math.log(3)) / 16
+    assert float(masked_contrastive_loss(s, lab, 0.5, pseudo)) == pytest.approx(expected, abs=1e-6)
+    assert float(masked_contrastive_loss(s, lab, 0.5, None)) == pytest.approx(
+        (18 * math.log(2) - 2 * math.log(3)) / 16, abs=1e-6)
+
+
+def test_mutual_neighbours_are_mutual_and_thresholded():
+    from eventatlas.induction.training import mutual_neighbours
+
+    f = np.array([[1.0, 0.0], [0.99, 0.14], [0.0, 1.0], [0.1, 0.99], [-1.0, 0.05]])
+    out = mutual_neighbours(f, [10, 11, 12, 13, 14], k=1)
+    # 0<->1 and 2<->3 are mutual nearest neighbours; 4's nearest (0) prefers 1
+    assert out == {10: [11], 11: [10], 12: [13], 13: [12]}
+    assert mutual_neighbours(f, [10, 11, 12, 13, 14], k=1, min_cos=0.999) == {}
+
+
+# ----------------------------------------------------------------------------- the task: neighbours, word dropout
+SENTS = ["The army attacked the town .", "Rebels stormed a convoy .", "The king died in Paris .",
+         "Two miners died after the collapse .", "Leaders met in Geneva ."]
+TRIG = ["attacked", "stormed", "died", "died", "met"]
+
+
+@pytest.fixture(scope="module")
+def tiny_task(tmp_path_factory):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tiny_models import tiny_bert
+
+    from eventatlas.induction.model import InductionModel
+    from eventatlas.induction.training import InductionTask
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.inputs import mark_triggers
+
+    from transformers import BertTokenizerFast
+
+    d = tiny_bert(tmp_path_factory.mktemp("m"), SENTS + ["[ ]", "gunmen ambushed"])
+    # tiny_bert's BertTokenizerFast(vocab_file=...) maps every word to [UNK] under transformers 5
+    # (the keyword is `vocab`); these tests read real pieces, so the tokenizer is re-saved here
+    BertTokenizerFast(vocab=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(d)
+    enc = MentionEncoder(str(d), max_length=32)
+    a = [s.index(t) for s, t in zip(SENTS, TRIG)]
+    b = [i + len(t) for i, t in zip(a, TRIG)]
+    ms, ma, mb = mark_triggers(SENTS, a, b)
+    items = enc.prepare(ms, ma, mb, "trigger")
+    model = InductionModel(enc)
+
+    def make(**kw):
+        return InductionTask(model, items, np.array([0, 0, -1, -1, -1]), "trigger", **kw)
+
+    return enc, items, (ms, ma, mb), make
+
+
+def test_trigger_markers_keep_the_trigger_span(tiny_task):
+    enc, items, (ms, ma, mb), _ = tiny_task
+    assert ms[0] == "The army [ attacked ] the town ."
+    assert all(s[x:y] == t for s, x, y, t in zip(ms, ma, mb, TRIG))
+    toks = enc.tokenizer.convert_ids_to_tokens(items[2].ids)
+    assert [toks[j] for j in items[2].target] == ["died"]
+    assert toks[items[2].target[0] - 1] == "[" and toks[items[2].target[-1] + 1] == "]"
+
+
+def test_pseudo_neighbours_join_the_batch_with_their_matrix(tiny_task):
+    _, _, _, make = tiny_task
+    task = make(augmentation="dropout_view", pseudo_neighbours={2: [3], 3: [2]})
+    rng = np.random.default_rng(0)
+    b = task.make_batch(np.array([0, 2]), rng)  # 3 joins as 2's partner
+    assert b["labels"].tolist() == [0, -1, -1]
+    assert b["pseudo"].int().tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0]]
+    assert "pseudo" not in make(augmentation="dropout_view").make_batch(np.array([0, 2]), rng)
+
+
+def test_word_dropout_never_touches_the_trigger(tiny_task):
+    from eventatlas.induction.augment import word_dropout
+
+    toks = ["[CLS]", "the", "gun", "##men", "attack", "##ed", "a", "con", "##voy", "[SEP]"]
+    protect = {0, 4, 5, 9}
+    assert word_dropout(toks, protect, np.random.default_rng(0), p=0.999999) == [0, 4, 5, 9]
+    assert word_dropout(toks, protect, np.random.default_rng(0), p=0.0) == list(range(10))
+    for seed in range(20):  # whole words: a continuation never survives without its head
+        kept = word_dropout(toks, protect, np.random.default_rng(seed), p=0.5)
+        assert {0, 4, 5, 9} <= set(kept)
+        assert all(not toks[i].startswith("##") or (i - 1) in kept for i in kept)
+    enc, items, _, make = tiny_task
+    task = make(augmentation="word_dropout", perturb_p=0.9)
+    rng = np.random.default_rng(1)
+    for it in items:
+        v = task._perturbed(it, rng)
+        got = enc.tokenizer.convert_ids_to_tokens(v.ids)
+        want = enc.tokenizer.convert_ids_to_tokens(it.ids)
+        assert [got[j] for j in v.target] == [want[j] for j in it.target] and len(v.ids) <= len(it.ids)
+
+
+# ----------------------------------------------------------------------------- encoder freeze / warm-up
+def test_encoder_lambda_by_hand():
+    from eventatlas.training.loop import encoder_lambda, lr_lambda
+
+    f = encoder_lambda(lr_lambda("constant", 0, 10), freeze=2, warmup=4)
+    assert [f(s) for s in range(8)] == [0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert encoder_lambda(lr_lambda("constant", 0, 10))(0) == 1.0
+
+
+def test_frozen_encoder_does_not_move_while_the_heads_train(tmp_path):
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tiny_models import tiny_bert
+    from train_worker import SENTS as WS, Head, Task
+
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.training import Trainer, TrainingArgs
+
+    d = tiny_bert(tmp_path / "m", [s for s, _, _ in WS])
+    torch.manual_seed(0)
+    enc = MentionEncoder(str(d), max_length=32)
+    model = Head(enc, 3)
+    enc0 = {k: v.detach().clone() for k, v in enc.state_dict().items()}
+    head0 = model.out.weight.detach().clone()
+    args = TrainingArgs(epochs=1, batch_size=4, lr=1e-2, head_lr=1e-2, schedule="constant", max_steps=3,
+                        encoder_freeze_steps=3, device="cpu", precision="fp32", threads=1, progress=False,
+                        checkpoints=False, plot=False)
+    Trainer(model, Task(enc, 0), args, tmp_path / "out", seed=0).fit()
+    assert all(torch.equal(enc0[k], v) for k, v in enc.state_dict().items())
+    assert not torch.equal(head0, model.out.weight)
+    args2 = args.model_copy(update={"max_steps": 5})
+    Trainer(model, Task(enc, 0), args2, tmp_path / "out2", seed=0).fit()  # steps 3-4 move the encoder
+    assert any(not torch.equal(enc0[k], v) for k, v in enc.state_dict().items())
+
+
+# ----------------------------------------------------------------------------- scale-normalised scores
+def test_normalised_scores_hand_computed():
+    from eventatlas.induction.evaluate import distance_inputs, normalised_scores
+
+    s = np.array([[9.0, 1.0, 3.0], [2.0, 9.0, 4.0], [10.0, 20.0, 9.0]])
+    z = normalised_scores(s)
+    # off-diagonal row 0: (1, 3) -> mean 2, std 1; column 0: (2, 10) -> mean 6, std 4
+    # column 1: (1, 20) -> mean 10.5, std 9.5; column 2: (3, 4) -> mean 3.5, std 0.5; row 1: (2, 4) -> 3, 1
+    assert z[0, 1] == pytest.approx(0.5 * ((1 - 2) / 1 + (1 - 10.5) / 9.5))
+    assert z[1, 0] == pytest.approx(0.5 * ((2 - 3) / 1 + (2 - 6) / 4))
+    assert z[0, 2] == pytest.approx(0.5 * ((3 - 2) / 1 + (3 - 3.5) / 0.5))
+    # a row scaled by 10 and shifted gets the same row z-scores: only column statistics change
+    assert np.allclose(distance_inputs({"S": s, "F": np.eye(3)}, ["attn_dot_norm"])["attn_dot_norm"], -z)
+
+
+def test_unseen_choice_is_drawn_before_the_training_subsample():
+    full = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0)
+    sub = select_labelled(_counts_table(COUNTS), n_unseen=3, unseen_min_mentions=10, unseen_seed=0, max_train=60)
+    assert sub.record["unseen_choice"] == full.record["unseen_choice"]
+    assert set(sub.unseen_types) <= set(full.unseen_types) and len(sub) == 60
+
+
+@pytest.mark.slow
+def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+    from transformers import BertTokenizerFast
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tiny_models import tiny_bert
+
+    from eventatlas.ingest import ingest_samples
+    from eventatlas.methods.untuned import run
+
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
+    ingest_samples(tmp_path / "ds", names=["ontoevent"])
+    ds = next((tmp_path / "ds").iterdir())
+    sents = pq.read_table(ds / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
+    model = tiny_bert(tmp_path, sents + ["[ ]"])
+    BertTokenizerFast(vocab=str(model / "vocab.txt"), do_lower_case=True).save_pretrained(model)
+    cfg = {"model_id": str(model), "representations": ["trigger"], "clusterings": ["agglomerative"], "k_seen": 2,
+           "device": "cpu"}
+    res = run(ds, tmp_path / "marked", config=None, trigger_markers=True, **cfg)
+    sel = pq.read_table(tmp_path / "marked" / "selected_mentions.parquet").to_pylist()
+    assert all(r["sentence"][r["trigger_start"] - 2:r["trigger_end"] + 2] == f"[ {r['trigger']} ]" for r in sel)
+    assert {r["variant"] for r in res.metrics} == {"trigger_markers"}
+    plain = run(ds, tmp_path / "plain", **cfg)
+    assert {r["variant"] for r in plain.metrics} == {None}
