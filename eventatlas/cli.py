@@ -464,10 +464,9 @@ def build_wikievents(
 
 
 # Metrics shown per task when --metrics is not given (those present in the warehouse).
-DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
-                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code")}
-# Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
-_NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters)$|^stop_epoch_")
+# the headline metrics per task, and which metrics are not fractions (shown as they are, others x100)
+from .evaluation.base import DEFAULT_METRICS  # noqa: E402
+from .evaluation.base import NOT_FRACTION as _NOT_FRACTION  # noqa: E402
 
 
 def _ident(name: str) -> str:
