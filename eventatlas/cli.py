@@ -713,6 +713,32 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     print_rows(cols, rows)
 
 
+@app.command()
+def runs(
+    status: Optional[str] = typer.Option(None, "--status", help="completed, failed, skipped, ..."),
+    flow: Optional[str] = typer.Option(None, "--flow", help="ingest, train-all, train, ..."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="newest N runs"),
+) -> None:
+    """The newest runs in the warehouse (ingests and trainings; a failed run's error is one line, its
+    traceback in the file the line names)."""
+    import duckdb
+
+    from .warehouse import Warehouse, WarehouseError
+
+    where, args = [], []
+    for col, val in (("status", status), ("flow", flow)):
+        if val:
+            where.append(f"{col} = ?")
+            args.append(val)
+    q = ("SELECT run_id, flow, method, status, started_at, error FROM runs"
+         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?")
+    try:
+        cols, rows = Warehouse().query_rows(q, [*args, limit])
+    except (duckdb.Error, WarehouseError) as e:
+        _fail(str(e))
+    print_rows(cols, rows)
+
+
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
 

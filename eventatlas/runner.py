@@ -18,13 +18,12 @@ import hashlib
 import json
 import logging
 import os
-import traceback
 from pathlib import Path
 from typing import Any
 
 from . import config
-from .io import atomic_write_text, write_parquet
-from .records import finish_record, new_record, write_metrics, write_record
+from .io import write_parquet
+from .records import fail_record, finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
 
@@ -136,11 +135,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         finish_record(record, "skipped", f"not applicable: {e}")
         log.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
     except Exception as e:  # recorded; the flow publishes it and fails at the end
-        tb = run_dir / "error.txt"
-        atomic_write_text(tb, traceback.format_exc())
-        first = (str(e).strip().splitlines() or [""])[0]
-        record["artifacts"].append({"kind": "traceback", "path": str(tb)})
-        finish_record(record, "failed", f"{type(e).__name__}: {first} (traceback: {tb})")
+        fail_record(record, e, run_dir)
         log.error("%s on %s (seed %d) failed: %s", method, dataset, seed, record["run"]["error"])
     if _is_main():
         return write_record(run_dir, record)
