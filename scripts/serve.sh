@@ -77,8 +77,13 @@ else
 fi
 echo "API healthy at $PREFECT_API_URL"
 
-prefect work-pool inspect "$POOL" >/dev/null 2>&1 || prefect work-pool create "$POOL" --type process
-prefect --no-prompt deploy --all
+# `prefect deploy` prints a screenful per deployment (including "start a worker", which this script
+# does below): its output goes to a log, the terminal gets one line (or the log's tail on failure)
+prefect work-pool inspect "$POOL" >/dev/null 2>&1 || prefect work-pool create "$POOL" --type process >"$STATE/deploy.log" 2>&1
+if ! prefect --no-prompt deploy --all >>"$STATE/deploy.log" 2>&1; then
+  echo "prefect deploy failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1
+fi
+echo "registered $(grep -c "^Deployment '.*' successfully" "$STATE/deploy.log" || true) deployments from prefect.yaml (log $STATE/deploy.log)"
 
 if alive "$STATE/worker.pid"; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"
@@ -88,8 +93,8 @@ else
   echo $! >"$STATE/worker.pid"
 fi
 cat <<MSG
-ready. In another shell:
+ready (the worker is running: nothing else to start). In another shell:
   export PREFECT_API_URL=$PREFECT_API_URL
-  prefect deployment run 'train-all/default'
+  prefect deployment run 'train-all/default' --watch     # progress lines stream here and in the UI
 UI: http://127.0.0.1:$PORT   stop: make stop-serve (scripts/serve.sh stop)
 MSG
