@@ -327,7 +327,8 @@ def train_all(
                                 "their last checkpoint"),
     report: bool = typer.Option(False, "--report", help="refresh the results page <data>/report.html at the end"),
     runner: str = typer.Option("local", "--runner", help="where the cells run: local | process[:N] | dask[:N] | "
-                               "dask:tcp://host:8786 (an existing Dask scheduler); see README 'Scale out'"),
+                               "dask:tcp://host:8786 (an existing Dask scheduler) | ray[:N] | ray:ADDRESS (an "
+                               "existing Ray cluster; extra [ray]); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
