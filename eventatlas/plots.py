@@ -153,7 +153,8 @@ def projection_png(X, gold: Sequence[Any], path: str | os.PathLike, title: str, 
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 6), squeeze=False)
     for ax, (name, lab) in zip(axes[0], panels):
-        ax.scatter(xy[:, 0], xy[:, 1], c=_tab20(np.asarray(lab)), cmap="tab20", vmin=0, vmax=19, s=6)
+        ax.scatter(xy[:, 0], xy[:, 1], c=_tab20(np.asarray(lab)), cmap="tab20", vmin=0, vmax=19,
+                   s=float(np.clip(3000 / max(len(keep), 1), 4, 40)))  # larger dots for fewer points
         ax.set_title(f"coloured by {name}")
         ax.set_xticks([])
         ax.set_yticks([])
