@@ -18,13 +18,35 @@ from prefect.logging.handlers import APILogHandler
 CORE_LOGGER = "eventatlas"
 
 
+def _in_run(record: logging.LogRecord) -> bool:
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    return bool(getattr(record, "flow_run_id", None) or FlowRunContext.get() or TaskRunContext.get())
+
+
+def _plain_api_handlers(logger: logging.Logger) -> list[logging.Handler]:
+    return [h for h in logger.handlers if isinstance(h, APILogHandler) and not isinstance(h, RunLogHandler)]
+
+
 class RunLogHandler(APILogHandler):
-    """Prefect's API log handler, silent outside a flow or task run."""
+    """Prefect's API log handler, silent outside a flow or task run.
+
+    Prefect's logging setup can run again in a process (an in-process API server, a CLI call) and
+    re-attach its own API handler to the ``PREFECT_LOGGING_EXTRA_LOGGERS``: the first record after that
+    removes it again, and is sent once (by that handler when it stood first in the list and has already
+    sent it, else here)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        from prefect.context import FlowRunContext, TaskRunContext
-
-        if getattr(record, "flow_run_id", None) or FlowRunContext.get() or TaskRunContext.get():
+        core = logging.getLogger(CORE_LOGGER)
+        plain = _plain_api_handlers(core)
+        if plain:
+            handlers = core.handlers
+            before = self in handlers and handlers.index(plain[0]) < handlers.index(self)
+            for h in plain:
+                core.removeHandler(h)
+            if before:
+                return
+        if _in_run(record):
             super().emit(record)
 
 
@@ -34,9 +56,8 @@ def route_core_logging(level: int = logging.INFO) -> logging.Logger:
     core = logging.getLogger(CORE_LOGGER)
     if core.level == logging.NOTSET or core.level > level:
         core.setLevel(level)
-    for h in list(core.handlers):
-        if isinstance(h, APILogHandler) and not isinstance(h, RunLogHandler):
-            core.removeHandler(h)
+    for h in _plain_api_handlers(core):
+        core.removeHandler(h)
     if not any(isinstance(h, RunLogHandler) for h in core.handlers):
         core.addHandler(RunLogHandler())
     return core

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from tiny_models import tiny_bert
 
 from eventatlas import config
@@ -80,3 +81,24 @@ def test_extra_loggers_setting_gives_one_handler(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("plain_first", [False, True])
+def test_a_re_attached_prefect_handler_is_dropped_and_each_record_sent_once(monkeypatch, plain_first):
+    """Prefect's logging setup, run again in a process, re-attaches its plain API handler to the
+    EXTRA_LOGGERS: one record is still sent once, and the plain handler is gone afterwards."""
+    import flows  # noqa: F401
+    import tasks.logs as logs
+    from prefect.logging.handlers import APILogHandler
+
+    sent: list[str] = []
+    monkeypatch.setattr(APILogHandler, "emit", lambda self, record: sent.append(record.getMessage()))
+    monkeypatch.setattr(logs, "_in_run", lambda record: True)
+    core = logging.getLogger("eventatlas")
+    plain = APILogHandler()
+    monkeypatch.setattr(core, "handlers", [plain, *core.handlers] if plain_first else [*core.handlers, plain])
+    logging.getLogger("eventatlas.encode").info("embedding 3 mentions")
+    assert sent == ["embedding 3 mentions"]
+    assert [type(h) for h in core.handlers] == [logs.RunLogHandler]
+    logging.getLogger("eventatlas.encode").info("next")
+    assert sent == ["embedding 3 mentions", "next"]
