@@ -327,7 +327,8 @@ def train_all(
                                 "their last checkpoint"),
     report: bool = typer.Option(False, "--report", help="refresh the results page <data>/report.html at the end"),
     runner: str = typer.Option("local", "--runner", help="where the cells run: local | process[:N] | dask[:N] | "
-                               "dask:tcp://host:8786 (an existing Dask scheduler); see README 'Scale out'"),
+                               "dask:tcp://host:8786 (an existing Dask scheduler) | ray[:N] | ray:ADDRESS (an "
+                               "existing Ray cluster; extra [ray]); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
     from .device import DeviceUnavailable, resolve_device
@@ -464,10 +465,9 @@ def build_wikievents(
 
 
 # Metrics shown per task when --metrics is not given (those present in the warehouse).
-DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
-                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code")}
-# Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
-_NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters)$|^stop_epoch_")
+# the headline metrics per task, and which metrics are not fractions (shown as they are, others x100)
+from .evaluation.base import DEFAULT_METRICS  # noqa: E402
+from .evaluation.base import NOT_FRACTION as _NOT_FRACTION  # noqa: E402
 
 
 def _ident(name: str) -> str:
@@ -708,6 +708,32 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
 
     try:
         cols, rows = Warehouse().query_rows(query)
+    except (duckdb.Error, WarehouseError) as e:
+        _fail(str(e))
+    print_rows(cols, rows)
+
+
+@app.command()
+def runs(
+    status: Optional[str] = typer.Option(None, "--status", help="completed, failed, skipped, ..."),
+    flow: Optional[str] = typer.Option(None, "--flow", help="ingest, train-all, train, ..."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="newest N runs"),
+) -> None:
+    """The newest runs in the warehouse (ingests and trainings; a failed run's error is one line, its
+    traceback in the file the line names)."""
+    import duckdb
+
+    from .warehouse import Warehouse, WarehouseError
+
+    where, args = [], []
+    for col, val in (("status", status), ("flow", flow)):
+        if val:
+            where.append(f"{col} = ?")
+            args.append(val)
+    q = ("SELECT run_id, flow, method, status, started_at, error FROM runs"
+         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?")
+    try:
+        cols, rows = Warehouse().query_rows(q, [*args, limit])
     except (duckdb.Error, WarehouseError) as e:
         _fail(str(e))
     print_rows(cols, rows)

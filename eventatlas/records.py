@@ -54,6 +54,20 @@ def finish_record(record: dict[str, Any], status: str = "completed", error: str 
     return record
 
 
+def fail_record(record: dict[str, Any], exc: BaseException, run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Finish ``record`` as ``failed``: the traceback of ``exc`` goes to ``<run_dir>/error.txt`` (listed as
+    the ``traceback`` artifact), the run's ``error`` is one line ``Type: first line (traceback: path)``."""
+    import traceback
+
+    from .io import atomic_write_text
+
+    tb = Path(run_dir) / "error.txt"
+    atomic_write_text(tb, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    first = (str(exc).strip().splitlines() or [""])[0]
+    record.setdefault("artifacts", []).append({"kind": "traceback", "path": str(tb)})
+    return finish_record(record, "failed", f"{type(exc).__name__}: {first} (traceback: {tb})")
+
+
 def write_metrics(record: dict[str, Any], rows: Iterable[Mapping[str, Any]], run_dir: str | os.PathLike) -> pa.Table:
     """Validate the metric rows (``task`` required), write ``<run_dir>/metrics.parquet``, point the
     record at it and list it as a ``metrics`` artifact."""

@@ -3,7 +3,10 @@
 Sections: the leaderboard per task and dataset (mean ± std over seeds per metric, the best mean of
 each column marked, the metric's direction from ``metric_direction``), a bar chart of the first
 metric per task and dataset, learning curves (loss by step) of trained runs from ``train_steps``,
-the runs' PNG plots (artifacts ``plot/...``, e.g. UMAP projections, embedded as data URIs), the wiki
+2-D projections of embeddings coloured by gold type per dataset, the untuned encoder's beside the
+trained methods' (artifacts ``plot/projection/...`` and ``plot/umap/...``), the runs' other PNG plots
+(artifacts ``plot/...``, e.g. metric bars; the newest run's per method, dataset and kind; all embedded
+as data URIs), the wiki
 event-grounding builds with their diff to the previous build, and the run table (config, code
 version, data fingerprint, device, status, error).
 
@@ -36,6 +39,7 @@ table{border-collapse:collapse;margin:6px 0 14px;font-size:13px}th,td{border:1px
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.best{font-weight:700;background:#e6f4ea}.muted{color:#777}.err{color:#a40000}
 svg text{font:11px system-ui,sans-serif}.note{color:#555;font-size:12px}
+.side{display:flex;gap:12px;align-items:flex-start}.side figure{flex:1 1 0;margin:0;min-width:0}
 """
 
 
@@ -70,7 +74,8 @@ def load(wh: Warehouse) -> dict[str, Any]:
         "FROM train_steps s JOIN runs r USING (run_id) WHERE s.loss IS NOT NULL ORDER BY s.run_id, s.phase, s.step")
     _, plots = wh.query_rows(
         "SELECT a.run_id, a.kind, a.path, r.method, r.seed, coalesce(r.params ->> 'dataset', '') FROM artifacts a "
-        "JOIN runs r USING (run_id) WHERE a.kind LIKE 'plot/%' ORDER BY r.method, a.run_id, a.kind")
+        "JOIN runs r USING (run_id) WHERE a.kind LIKE 'plot/%' "
+        "ORDER BY r.started_at DESC NULLS LAST, a.run_id DESC, a.kind")
     _, tables = wh.query_rows("SELECT table_name FROM information_schema.tables")
     builds, diffs = [], []
     if {"wiki_builds", "wiki_build_diffs"} <= {t[0] for t in tables}:
@@ -203,20 +208,63 @@ def _curves_svg(steps: list[tuple]) -> str:
     return "".join(out)
 
 
-def _plots_html(plots: list[tuple]) -> str:
-    """The runs' PNG plots inline (downscaled data URIs: the page stays one file)."""
-    from .plots import png_data_uri
+# 2-D embedding projections: the untuned method's and batch attention's (shown side by side per dataset)
+PROJECTION_KINDS = ("plot/projection/", "plot/umap/")
 
-    out = []
-    for run_id, kind, path, method, seed, dataset in plots:
+
+def _is_projection(kind: str) -> bool:
+    return str(kind).startswith(PROJECTION_KINDS)
+
+
+def _latest_plots(plots: list[tuple]) -> list[tuple]:
+    """The newest run's plot per (method, dataset, kind) whose PNG exists (``plots`` come newest first)."""
+    seen, out = set(), []
+    for p in plots:
+        run_id, kind, path, method, seed, dataset = p
         if not (path and str(path).lower().endswith(".png") and Path(path).is_file()):
             continue
-        uri = png_data_uri(path)
-        caption = f"{kind} — {method} seed {seed} {dataset} ({run_id})"
-        out.append(f'<figure data-run="{_e(run_id)}" data-kind="{_e(kind)}">' +
-                   (f'<img alt="{_e(caption)}" src="{uri}" style="max-width:800px">' if uri else
-                    f'<p class="muted">too large to embed: <code>{_e(path)}</code></p>') +
-                   f"<figcaption>{_e(caption)}</figcaption></figure>")
+        if (method, dataset, kind) not in seen:
+            seen.add((method, dataset, kind))
+            out.append(p)
+    return out
+
+
+def _figure(p: tuple, width: str = "800px") -> str:
+    from .plots import png_data_uri
+
+    run_id, kind, path, method, seed, dataset = p
+    uri = png_data_uri(path)
+    caption = f"{kind} — {method} seed {seed} {dataset} ({run_id})"
+    return (f'<figure data-run="{_e(run_id)}" data-kind="{_e(kind)}" data-method="{_e(method)}" '
+            f'data-dataset="{_e(dataset)}">' +
+            (f'<img alt="{_e(caption)}" src="{uri}" style="max-width:{width}">' if uri else
+             f'<p class="muted">too large to embed: <code>{_e(path)}</code></p>') +
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def _projections_html(plots: list[tuple]) -> str:
+    """Per dataset, the newest projection of each method in one row: untuned first, trained beside it."""
+    by_ds: dict[str, list[tuple]] = defaultdict(list)
+    for p in _latest_plots([p for p in plots if _is_projection(p[1])]):
+        by_ds[p[5]].append(p)
+    if not by_ds:
+        return '<p class="muted">No run has a projection plot (untuned runs on typed mentions draw one).</p>'
+    out = []
+    for ds in sorted(by_ds):
+        figs = sorted(by_ds[ds], key=lambda p: (p[3] != "untuned", str(p[3]), str(p[1])))
+        methods = {p[3] for p in figs}
+        note = "" if "untuned" in methods and len(methods) > 1 else (
+            f'<p class="note">{"Only the untuned encoder" if methods == {"untuned"} else "No untuned run"} has a '
+            f"projection for this dataset.</p>")
+        out.append(f'<h3>{_e(ds)}</h3>{note}<div class="side" data-dataset="{_e(ds)}">'
+                   + "".join(_figure(p, "100%") for p in figs) + "</div>")
+    return "".join(out)
+
+
+def _plots_html(plots: list[tuple]) -> str:
+    """The runs' other PNG plots inline (downscaled data URIs: the page stays one file), newest run's per
+    (method, dataset, kind)."""
+    out = [_figure(p) for p in _latest_plots([p for p in plots if not _is_projection(p[1])])]
     return "".join(out) or '<p class="muted">No run has a PNG plot artifact.</p>'
 
 
@@ -272,6 +320,8 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
         for t in (t for t in tables if t["task"] == task):
             parts.append(f"<h3>{_e(t['dataset'])}</h3>{_table_html(t, data['lower'])}{_bars_svg(t)}")
     parts.append(f"<h2 id=\"curves\">Learning curves</h2>{_curves_svg(data['steps'])}")
+    parts.append(f"<h2 id=\"projections\">Embedding projections: untuned vs trained</h2>"
+                 f"{_projections_html(data.get('plots') or [])}")
     parts.append(f"<h2 id=\"plots\">Plots</h2>{_plots_html(data.get('plots') or [])}")
     parts.append(f"<h2 id=\"wiki\">Wiki event-grounding builds</h2>"
                  f"{_wiki_html(data.get('builds') or [], data.get('diffs') or [])}")

@@ -18,13 +18,12 @@ import hashlib
 import json
 import logging
 import os
-import traceback
 from pathlib import Path
 from typing import Any
 
 from . import config
-from .io import atomic_write_text, write_parquet
-from .records import finish_record, new_record, write_metrics, write_record
+from .io import write_parquet
+from .records import fail_record, finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +77,21 @@ def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def _metric_bars(rows: list[dict[str, Any]], run_dir: Path, title: str) -> list[dict[str, Any]]:
+    """The run's headline metrics as a PNG (artifact ``plot/metric_bars``); a plot that cannot be drawn
+    is logged and left out: it never fails a run whose metrics are written."""
+    from .io import sha256_file
+    from .plots import metric_bars_png
+
+    try:
+        path = metric_bars_png(rows, run_dir / "metric_bars.png", title)
+    except Exception as e:  # noqa: BLE001 - a plot is a convenience, the metrics are the result
+        log.warning("%s: metric bars not drawn: %s: %s", title, type(e).__name__, e)
+        return []
+    return [] if path is None else [{"kind": "plot/metric_bars", "path": str(path), "rows": len(rows),
+                                     "sha256": sha256_file(path)}]
+
+
 def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
                device: str = "auto", resume: bool = False, flow: str = "train-all",
                reuse_unfinished: bool = False) -> Path:
@@ -110,6 +124,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         result = spec.runner()(ddir, run_dir, seed=seed, config=cfg, **({"resume": True} if resume else {}))
         record["artifacts"] = list(result.artifacts)
         table = write_metrics(record, result.metrics, run_dir)
+        record["artifacts"] += _metric_bars(result.metrics, run_dir, f"{method} on {dataset}, seed {seed}")
         record["train_steps_path"] = _concat(result.train_steps, run_dir / "train_steps.parquet")
         record["train_evals_path"] = _concat(result.train_evals, run_dir / "train_evals.parquet")
         record["run"]["params"] = {**record["run"]["params"], **result.params}
@@ -120,11 +135,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         finish_record(record, "skipped", f"not applicable: {e}")
         log.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
     except Exception as e:  # recorded; the flow publishes it and fails at the end
-        tb = run_dir / "error.txt"
-        atomic_write_text(tb, traceback.format_exc())
-        first = (str(e).strip().splitlines() or [""])[0]
-        record["artifacts"].append({"kind": "traceback", "path": str(tb)})
-        finish_record(record, "failed", f"{type(e).__name__}: {first} (traceback: {tb})")
+        fail_record(record, e, run_dir)
         log.error("%s on %s (seed %d) failed: %s", method, dataset, seed, record["run"]["error"])
     if _is_main():
         return write_record(run_dir, record)

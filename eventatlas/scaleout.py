@@ -5,7 +5,11 @@
 - ``local`` (default): every cell in the flow's process, one after another (the embedded behaviour);
 - ``process`` / ``process:N``: Prefect's ``ProcessPoolTaskRunner`` with N processes (default: CPU count);
 - ``dask`` / ``dask:N``: a temporary local Dask cluster of N single-threaded worker processes;
-- ``dask:tcp://host:8786`` (or ``tls://``): an existing Dask scheduler (started with ``dask scheduler``).
+- ``dask:tcp://host:8786`` (or ``tls://``): an existing Dask scheduler (started with ``dask scheduler``);
+- ``ray`` / ``ray:N``: a temporary local Ray cluster with N CPUs (one cell per CPU), through ``prefect-ray``
+  (the optional extra ``eventatlas[ray]``);
+- ``ray:ray://host:10001`` (Ray client), ``ray:host:6379`` or ``ray:auto``: an existing Ray cluster
+  (started with ``ray start --head``).
 
 The Prefect task runner is built from the spec in ``tasks/runners.py``. ``pinned_threads(n)`` is what a
 cell on a pooled worker runs under: torch, OpenMP and BLAS limited to ``n`` threads so that two cells
@@ -19,15 +23,16 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
-FORMS = "local | process[:N] | dask[:N] | dask:tcp://host:port"
+FORMS = "local | process[:N] | dask[:N] | dask:tcp://host:port | ray[:N] | ray:ray://host:port | ray:host:port | ray:auto"
+_RAY_ADDRESS = re.compile(r"^(ray://)?(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 _ADDRESS = re.compile(r"^(tcp|tls)://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:]+\])(:(?P<port>\d{1,5}))?$")
 
 
 @dataclass(frozen=True)
 class RunnerSpec:
-    kind: Literal["local", "process", "dask"]
-    workers: int | None = None  # process / local dask: pool size (None: the CPU count)
-    address: str | None = None  # dask: an existing scheduler
+    kind: Literal["local", "process", "dask", "ray"]
+    workers: int | None = None  # process / local dask / local ray: pool size (None: the CPU count)
+    address: str | None = None  # dask: an existing scheduler; ray: an existing cluster
 
     @property
     def distributed(self) -> bool:
@@ -45,8 +50,13 @@ def _count(kind: str, text: str, raw: str) -> int:
     return int(text)
 
 
-def parse_runner(text: str | None) -> RunnerSpec:
-    """The spec of a runner string, or a ``ValueError`` naming the accepted forms."""
+RAY_MISSING = ("runner 'ray' needs prefect-ray and ray, which are not installed: pip install -e '.[ray]' "
+               "(the optional extra; README 'Scale out')")
+
+
+def parse_runner(text: str | None, *, check_installed: bool = True) -> RunnerSpec:
+    """The spec of a runner string, or a ``ValueError`` naming the accepted forms (and, with
+    ``check_installed``, refusing ``ray`` when ``prefect-ray`` is not importable)."""
     raw = "local" if text is None else str(text)
     s = raw.strip()
     kind, _, rest = s.partition(":")
@@ -65,6 +75,20 @@ def parse_runner(text: str | None) -> RunnerSpec:
             raise ValueError(f"bad runner {raw!r}: a Dask scheduler address looks like tcp://host:8786 "
                              f"(expected {FORMS})")
         return RunnerSpec("dask", address=rest if m["port"] else f"{rest}:8786")
+    if kind == "ray":
+        import importlib.util
+
+        if check_installed and importlib.util.find_spec("prefect_ray") is None:
+            raise ValueError(RAY_MISSING)
+        if not rest:
+            return RunnerSpec("ray")
+        if rest.isdigit() or rest.lstrip("-").isdigit():
+            return RunnerSpec("ray", _count(kind, rest, raw))
+        m = _RAY_ADDRESS.match(rest)
+        if rest != "auto" and (not m or not 0 < int(m["port"]) < 65536):
+            raise ValueError(f"bad runner {raw!r}: a Ray cluster address looks like ray://host:10001, host:6379 or "
+                             f"auto (expected {FORMS})")
+        return RunnerSpec("ray", address=rest)
     raise ValueError(f"unknown runner {raw!r} (expected {FORMS})")
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from eventatlas.runinfo import utcnow
-from tasks.ingest import ingest_task_for, record_ingest_task
+from tasks.ingest import failed_ingest_record, ingest_task_for, record_ingest_task
 from tasks.publish import publish_task
 
 
@@ -16,9 +16,17 @@ def ingest(name: str, path: str | None = None, download: bool = False, dataset: 
     """``name`` is a reader/registry name (``eventatlas datasets`` lists ingested ones);
     ``path`` a local file or directory, or ``download=True`` for datasets with an official URL."""
     started = utcnow().isoformat()
-    manifest = ingest_task_for(download)(name, path, download, dataset, opts)
-    rec = record_ingest_task(manifest, {"name": name, "path": path, "download": download, "dataset": dataset,
-                                        "opts": opts or {}}, started)
+    params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
+    try:
+        manifest = ingest_task_for(download)(name, path, download, dataset, opts)
+    except Exception as e:
+        # a failed ingest leaves a run record too (status failed, one-line reason, traceback file)
+        try:
+            publish_task([failed_ingest_record(params, e, started)])
+        except Exception as pe:  # noqa: BLE001 - the ingest's own error is what the caller must see
+            get_run_logger().warning("the failed ingest was not recorded: %s: %s", type(pe).__name__, pe)
+        raise
+    rec = record_ingest_task(manifest, params, started)
     publish_task([rec])
     return manifest
 

@@ -13,7 +13,7 @@ from eventatlas.methods import get_spec, validate_params
 from eventatlas.scaleout import RunnerSpec, parse_runner
 from tasks.publish import publish_task, summarize_task
 from tasks.report import report_task
-from tasks.runners import dask_gpu_workers, gpu_placement, task_runner
+from tasks.runners import gpu_capacity, gpu_placement, task_runner
 from tasks.train import train_task
 
 # a cell whose worker died is run again elsewhere (Dask reschedules it; these retries cover a crash
@@ -61,10 +61,11 @@ def train_grid(jobs: list[dict[str, Any]], gpu: list[bool], runner: str, threads
     logger = get_run_logger()
     spec = parse_runner(runner)
     if any(gpu):
-        have = dask_gpu_workers(FlowRunContext.get().task_runner)
+        have = gpu_capacity(FlowRunContext.get().task_runner)
         if have == 0:
-            raise RuntimeError(f"{sum(gpu)} cells need a GPU but no worker of the Dask cluster at {runner!r} "
-                               "declares one: start one with `dask worker ... --resources GPU=1`")
+            how = "`ray start ... --num-gpus=1`" if spec.kind == "ray" else "`dask worker ... --resources GPU=1`"
+            raise RuntimeError(f"{sum(gpu)} cells need a GPU but no worker of the {spec.kind} cluster at {runner!r} "
+                               f"declares one: start one with {how}")
     task = train_task.with_options(retries=CELL_RETRIES, retry_delay_seconds=1)
     futures = []
     for job, needs_gpu in zip(jobs, gpu):

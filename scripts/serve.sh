@@ -21,6 +21,10 @@ PORT="${PREFECT_PORT:-4200}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PREFECT_HOME="${PREFECT_HOME:-$STATE/home}"
 export PREFECT_API_URL="http://127.0.0.1:$PORT/api"
+# the server streams run logs out over its websocket: without these (Prefect's default: off)
+# `prefect deployment run ... --watch` shows state events only, never a log line
+export PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED="${PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED:-true}"
+export PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED="${PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED:-true}"
 export EVENTATLAS_REPO="$REPO"   # resolved by the pull step in prefect.yaml
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -77,8 +81,13 @@ else
 fi
 echo "API healthy at $PREFECT_API_URL"
 
-prefect work-pool inspect "$POOL" >/dev/null 2>&1 || prefect work-pool create "$POOL" --type process
-prefect --no-prompt deploy --all
+# `prefect deploy` prints a screenful per deployment (including "start a worker", which this script
+# does below): its output goes to a log, the terminal gets one line (or the log's tail on failure)
+prefect work-pool inspect "$POOL" >/dev/null 2>&1 || prefect work-pool create "$POOL" --type process >"$STATE/deploy.log" 2>&1
+if ! prefect --no-prompt deploy --all >>"$STATE/deploy.log" 2>&1; then
+  echo "prefect deploy failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1
+fi
+echo "registered $(grep -c "Deployment '.*' successfully" "$STATE/deploy.log" || true) deployments from prefect.yaml (log $STATE/deploy.log)"
 
 if alive "$STATE/worker.pid"; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"
@@ -88,8 +97,8 @@ else
   echo $! >"$STATE/worker.pid"
 fi
 cat <<MSG
-ready. In another shell:
+ready (the worker is running: nothing else to start). In another shell:
   export PREFECT_API_URL=$PREFECT_API_URL
-  prefect deployment run 'train-all/default'
+  prefect deployment run 'train-all/default' --watch     # progress lines stream here and in the UI
 UI: http://127.0.0.1:$PORT   stop: make stop-serve (scripts/serve.sh stop)
 MSG

@@ -83,3 +83,20 @@ def record_ingest_task(manifest: dict[str, Any], params: dict[str, Any], started
         "artifacts": arts,
     }
     return str(write_record(config.runs_dir() / run_id, record))
+
+
+def failed_ingest_record(params: dict[str, Any], exc: BaseException, started_at: str) -> str:
+    """The run record of an ingest that failed (status ``failed``, a one-line reason, the traceback in
+    ``runs/<run_id>/error.txt``), for the publish task to land. A plain function, not a task: it is
+    called in the flow's failure path with the exception, after the task's last retry."""
+    from eventatlas.records import fail_record, new_record
+    from eventatlas.runinfo import new_run_id
+
+    from .common import write_record
+
+    ds = params.get("dataset") or params.get("name") or "unknown"
+    run_id = new_run_id(f"ingest-{ds}")
+    run_dir = config.runs_dir() / run_id
+    record = new_record(run_id, flow="ingest", task="ingest", params=params, started_at=started_at)
+    fail_record(record, exc, run_dir)
+    return str(write_record(run_dir, record))

@@ -43,7 +43,7 @@ def test_parse_runner(text, spec):
 
 
 @pytest.mark.parametrize("text, expect", [
-    ("ray", "unknown runner 'ray'"),
+    ("spark", "unknown runner 'spark'"),  # ray: tests/test_scaleout_ray.py
     ("local:2", "unknown runner 'local:2'"),
     ("process:0", "needs a positive worker count, got '0'"),
     ("dask:-1", "needs a positive worker count, got '-1'"),

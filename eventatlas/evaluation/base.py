@@ -19,11 +19,17 @@ Columns (the warehouse ``metrics`` table has the same ones, plus ``run_id``):
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
                "metric", "value", "seed")
 TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training")
+# the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars)
+DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
+                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code")}
+# Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
+NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters)$|^stop_epoch_")
 
 
 def metric_rows(scores: Mapping[str, Any], *, task: str, dataset: str, method: str, seed: int,

@@ -139,29 +139,9 @@ def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np
 
 def umap_png(f: np.ndarray, labels: Sequence, y_true: Sequence[str], path: Path, title: str, seed: int) -> Path:
     """2-D UMAP of the features, coloured by induced cluster (left) and gold type (right)."""
-    import matplotlib
+    from ..plots import projection_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import umap
-
-    from ..io import atomic_path
-
-    xy = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_jobs=1).fit_transform(f)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
-    gold = {t: i for i, t in enumerate(sorted(set(y_true)))}
-    for ax, lab, name in ((axes[0], labels, "induced clusters"), (axes[1], [gold[t] for t in y_true], "gold unseen types")):
-        ax.scatter(xy[:, 0], xy[:, 1], c=np.asarray(lab) % 20, cmap="tab20", s=4)
-        ax.set_title(name)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    return path
+    return Path(projection_png(f, y_true, path, title, clusters=labels, method="umap", seed=seed)["path"])
 
 
 def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, Any], n_clusters: int | None,

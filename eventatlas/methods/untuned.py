@@ -6,6 +6,8 @@
   by each algorithm, and scored (task ``induction``). Dataset defaults come from the registry's
   ``protocol`` (FrameNet full text: verb lexical units, ``k_seen = 0`` = frames as clusters). Above
   ``max_mentions`` unseen mentions a seeded subsample is clustered (recorded in the params).
+  A 2-D projection of one representation's embeddings (UMAP by default) coloured by gold type and
+  by the induced clusters is a PNG artifact (``plot/projection/<representation>``).
 * Event-pair datasets (hard similarity, transitive similarity, MCNC): every event is the text
   ``template`` filled with its (subject, verb, object), mean-pooled, and scored by
   :func:`eventatlas.evaluation.pairs.evaluate_event_pairs` (task ``similarity``).
@@ -58,6 +60,11 @@ class UntunedConfig(MethodConfig):
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     template: str = "{subj} {verb} {obj}"  # event-pair datasets: how an (s, v, o) event becomes text
     lower: bool = True  # event-pair texts lower-cased (SWCC's convention)
+    # typed mentions: a PNG of one representation's embeddings in 2-D coloured by gold type and by
+    # induced cluster (artifact plot/projection/<rep>); auto = UMAP (t-SNE when umap-learn is absent),
+    # PCA below plots.AUTO_MIN_NONLINEAR points (the method used is in params["projection"])
+    projection: Literal["auto", "umap", "tsne", "pca", "none"] = "auto"
+    projection_representation: Optional[Representation] = None  # default: trigger if computed, else the first
 
 
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: UntunedConfig | None = None,
@@ -126,6 +133,8 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
              sel.record["n_types_clustered"], k, "subsampled" if sel.record["subsampled"] else "all")
     ids = table["mention_id"].to_pylist()
     timings: dict[str, float] = {}
+    shown = cfg.projection_representation or ("trigger" if "trigger" in reps else reps[0])
+    projected = None  # (X, gold, clusters) of the representation drawn
     enc_kw = {"device": device, **cfg.encoder.model_dump()}
     for rep in reps:
         t0 = time.perf_counter()
@@ -161,6 +170,25 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
             ari = next((r["value"] for r in ev.rows if r["metric"] == "ari" and r["clustering"] == algo), float("nan"))
             log.info("untuned %s %s/%s: ari=%.4f (%d clusters found)", man.dataset, rep, algo, ari,
                      len(set(pred.tolist())))
+        if rep == shown:
+            first = ev.partitions.get((None, "agglomerative"), next(iter(ev.partitions.values()), None))
+            projected = (X, y_rep.tolist(), None if first is None else first.tolist())
+    if cfg.projection != "none" and shown not in reps:
+        params["projection"] = f"not drawn: representation {shown!r} is not among those computed {reps}"
+    elif cfg.projection != "none" and projected is not None and len(projected[0]) >= 2:
+        from ..plots import projection_png
+
+        t0 = time.perf_counter()
+        X, gold, clusters = projected
+        info = projection_png(X, gold, out_dir / f"projection_{shown}.png",
+                              f"untuned {man.dataset}, {shown} representation: unseen mentions ({setting})",
+                              clusters=clusters, method=cfg.projection, seed=seed)
+        result.add_artifact(f"plot/projection/{shown}", info["path"], info["points"])
+        params["projection"] = {"representation": shown, "method": info["method"], "points": info["points"],
+                                "of": info["of"]}
+        timings["projection"] = round(time.perf_counter() - t0, 3)
+        log.info("untuned %s: %s projection of %d %s embeddings -> %s", man.dataset, info["method"], info["points"],
+                 shown, info["path"])
     params["timings_s"] = timings
 
 
