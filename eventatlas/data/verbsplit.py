@@ -14,14 +14,13 @@ Frames overlap across sets; verbs never do.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .selection import NotApplicable, select_labelled
+from .selection import NotApplicable, lu_of, select_labelled
 
 ROLES = ("train", "dev", "test")
 
@@ -47,17 +46,6 @@ class FrameMentions:
         for v, f in zip(self.verbs, self.frames):
             out.setdefault(v, set()).add(f)
         return out
-
-
-def lu_of(extra: str | None) -> str | None:
-    """The lexical-unit name a FrameNet mention carries in ``extra`` (``cover.v``), or None."""
-    if not extra:
-        return None
-    try:
-        lu = json.loads(extra).get("lu")
-    except (ValueError, AttributeError):
-        return None
-    return lu if isinstance(lu, str) and "." in lu else None
 
 
 def frame_mentions(source: str | Path, *, lu_pos: str = "v", seed: int = 0) -> FrameMentions:
