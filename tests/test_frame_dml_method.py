@@ -98,3 +98,38 @@ def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
     steps = pq.read_table(record["train_steps_path"] if Path(record["train_steps_path"]).is_absolute()
                           else Path(summary["records"][0]).parent / record["train_steps_path"]).to_pylist()
     assert {s["phase"] for s in steps} >= {"fold0/triplet_m0.2", "fold0/adacos"}
+
+
+def test_pair_batches_are_length_sorted_and_restore_order(tmp_path):
+    import numpy as np
+    import torch
+
+    from eventatlas.framedml.training import DMLModel, DMLTask
+    from eventatlas.modeling import MentionEncoder
+
+    sents = ["a b c d e f g h they walk", "walk now", "they walk to the very long old station today", "eat it",
+             "we eat fish", "buy", "they buy a car now ok", "x y buy"]
+    words = ["walk", "walk", "walk", "eat", "eat", "buy", "buy", "buy"]
+    enc = MentionEncoder(str(tiny_bert(tmp_path, sents)), max_length=32)
+    starts = [s.rfind(w) for s, w in zip(sents, words)]
+    items = enc.prepare(sents, starts, [a + len(w) for a, w in zip(starts, words)], "trigger")
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+    for loss, groups in (("triplet", 3), ("contrastive", 2)):
+        model = DMLModel(enc, loss, n_classes=3, margin=0.5)
+        model.eval()
+        task = DMLTask(model, items, labels)
+        b = task.make_batch(np.arange(8), np.random.default_rng(0))
+        chunks = list(b["x"].values())
+        assert len(chunks) == groups and sum(c["input_ids"].shape[0] for c in chunks) == 8 * groups
+        lengths = [int(c["attention_mask"].sum(1).max()) for c in chunks]
+        assert lengths == sorted(lengths)  # each sub-batch padded to its own (sorted) length
+        with torch.no_grad():
+            emb = task._embed_sorted(model, b)
+            # the rows come back in batch order: row j is the j-th of (anchors, partners...)
+            inv = b["inv"].numpy()
+            flat = [it for c in chunks for it in range(c["input_ids"].shape[0])]
+            assert len(flat) == len(inv)
+            sub = {k: v[:1] for k, v in chunks[0].items()}
+            first_sorted = enc(sub["input_ids"], sub["attention_mask"], sub["pool"], "trigger")[0]
+            j = int(np.flatnonzero(inv == 0)[0])  # the batch row placed first after sorting
+            assert torch.allclose(emb[j], first_sorted, atol=1e-5)

@@ -10,7 +10,7 @@ each batch draws its partners with the checkpointed task RNG (:class:`.sampling.
 so they are resampled every epoch: contrastive = per anchor a positive or a negative with
 probability ½ (a negative when the frame has no other instance); triplet = one positive and one
 negative per anchor (anchors without a positive are left out of that batch). Anchors and partners
-go through the encoder as one padded batch.
+go through the encoder as length-sorted sub-batches (each padded to its own longest input).
 """
 from __future__ import annotations
 
@@ -67,24 +67,42 @@ class DMLTask:
     def _collate(self, idx) -> dict[str, torch.Tensor]:
         return self.enc.collate([self.items[int(i)] for i in idx], self.rep)
 
+    def _collate_sorted(self, idx: np.ndarray, chunks: int) -> dict[str, Any]:
+        """Anchors + partners as ``chunks`` length-sorted sub-batches, each padded to its own longest
+        input (random partners in one padded batch left ~60% padding); ``inv`` restores the order."""
+        order = np.argsort([len(self.items[int(i)].ids) for i in idx], kind="stable")
+        inv = np.empty(len(idx), dtype=np.int64)
+        inv[order] = np.arange(len(idx))
+        x = {f"x{k}": self._collate(idx[part]) for k, part in enumerate(np.array_split(order, chunks)) if len(part)}
+        return {"x": x, "inv": torch.from_numpy(inv)}
+
+    def _embed_sorted(self, model: DMLModel, batch: dict[str, Any]) -> torch.Tensor:
+        parts = [model.encoder(c["input_ids"], c["attention_mask"], c["pool"], self.rep) for c in batch["x"].values()]
+        return torch.cat(parts)[batch["inv"].to(parts[0].device)]
+
     def make_batch(self, idx: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
         idx = np.asarray(idx, dtype=np.int64)
         if self.loss_name == "contrastive":
             pos, neg = self.sampler.positives(idx, rng), self.sampler.negatives(idx, rng)
             same = (rng.random(len(idx)) < self.p_positive) & (pos >= 0)
             partner = np.where(same, pos, neg)
-            return {"x": self._collate(np.concatenate([idx, partner])), "same": torch.from_numpy(same),
+            return {**self._collate_sorted(np.concatenate([idx, partner]), 2), "same": torch.from_numpy(same),
                     "n": len(idx)}
         if self.loss_name == "triplet":
             pos = self.sampler.positives(idx, rng)
-            idx, pos = idx[pos >= 0], pos[pos >= 0]
+            anchors, idx, pos = idx, idx[pos >= 0], pos[pos >= 0]
             neg = self.sampler.negatives(idx, rng)
-            return {"x": self._collate(np.concatenate([idx, pos, neg])), "n": len(idx)}
+            if not len(idx):
+                return {"x": {"x0": self._collate(anchors[:1])}, "inv": torch.zeros(1, dtype=torch.long), "n": 0}
+            return {**self._collate_sorted(np.concatenate([idx, pos, neg]), 3), "n": len(idx)}
         return {"x": self._collate(idx), "labels": torch.from_numpy(self.labels[idx])}
 
     def loss(self, model: DMLModel, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-        x = batch["x"]
-        emb = model.encoder(x["input_ids"], x["attention_mask"], x["pool"], self.rep)
+        if self.loss_name in ("contrastive", "triplet"):
+            emb = self._embed_sorted(model, batch)
+        else:
+            x = batch["x"]
+            emb = model.encoder(x["input_ids"], x["attention_mask"], x["pool"], self.rep)
         if self.loss_name == "contrastive":
             n = batch["n"]
             loss = model.criterion(emb[:n], emb[n:], batch["same"])
