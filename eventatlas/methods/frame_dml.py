@@ -129,7 +129,7 @@ def _test_scores(emb: dict[str, np.ndarray], verbs, frames, choice: dict[str, di
     from ..framedml.represent import mix
 
     out: dict[tuple[str, str], dict[str, float]] = {}
-    for rep, alpha_key in (("word", None), ("mask", None), ("w+m", "one_step")):
+    for rep in ("word", "mask", "w+m"):
         for clu in ("one_step", "two_step"):
             row = choice[clu][rep]
             V = mix(emb["word"], emb["mask"], row["alpha"])
@@ -269,7 +269,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                 "train_frames": len(train_frames), "models": {}}
         folds_info[str(fold)] = info
         fdir = out_dir / f"fold{fold}"
-        best_ft: tuple[float, str, dict] | None = None
+        best_ft: tuple[float, str, np.ndarray] | None = None  # (dev score, loss, test v_w+m)
         vanilla_test = None
         for loss in cfg.losses:
             candidates, best = [], None  # best: (score, margin, tag, grid, choice, train_info, weights)
