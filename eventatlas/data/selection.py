@@ -100,17 +100,21 @@ class LabelledMentions:
         return s
 
 
-def lu_pos_of(extra: str | None) -> str | None:
-    """Part of speech of a FrameNet mention's lexical unit (``cover.v`` -> ``v``)."""
+def lu_of(extra: str | None) -> str | None:
+    """A FrameNet mention's lexical-unit name from its ``extra`` JSON (``cover.v``), or None."""
     if not extra:
         return None
     try:
         lu = json.loads(extra).get("lu")
     except (ValueError, AttributeError):
         return None
-    if not isinstance(lu, str) or "." not in lu:
-        return None
-    return lu.rsplit(".", 1)[1]
+    return lu if isinstance(lu, str) and "." in lu else None
+
+
+def lu_pos_of(extra: str | None) -> str | None:
+    """Part of speech of a FrameNet mention's lexical unit (``cover.v`` -> ``v``)."""
+    lu = lu_of(extra)
+    return lu.rsplit(".", 1)[1] if lu else None
 
 
 def rank_types(labels: Sequence[str]) -> list[str]:

@@ -21,6 +21,11 @@ SPECS: dict[str, MethodSpec] = {
         name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
         description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
+    "frame_dml": MethodSpec(
+        name="frame_dml", config="eventatlas.methods.frame_dml:FrameDMLConfig", run="eventatlas.methods.frame_dml:run",
+        applies_to=frozenset({"typed_mentions"}), tasks=("induction", "retrieval", "training"), gpu="advised",
+        description="supervised frame induction with deep metric learning (Yamada et al. 2023): fine-tune on "
+                    "training verbs' frames, cluster unseen verbs' instances (3-fold verb cross-validation)"),
 }
 REGISTRY = SPECS  # name -> spec
 

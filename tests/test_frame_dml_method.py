@@ -1,0 +1,135 @@
+"""frame_dml end to end: train-all on a tiny self-written FrameNet-layout sample (datasets/samples/framenet_verbs)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tiny_models import tiny_bert
+
+
+def _ingest_sample(root: Path) -> Path:
+    from eventatlas import config
+    from eventatlas.ingest import ingest
+
+    out = root / "data" / "datasets" / "fn_verbs_sample"
+    ingest("framenet", config.samples_dir() / "framenet_verbs", out_dir=out, dataset="fn_verbs_sample")
+    return out
+
+
+def test_sample_split_and_not_applicable(eventatlas_env):
+    from eventatlas.data.verbsplit import assign, dataset_table, frame_mentions, split_verbs
+    from eventatlas.methods import get_spec
+    from eventatlas.methods.base import NotApplicable
+
+    ds = _ingest_sample(eventatlas_env)
+    fm = frame_mentions(ds)
+    assert len(fm) == 64  # every verb exemplar, sentence[start:end] == trigger
+    for s, a, b, t in zip(fm.column("sentence"), fm.column("trigger_start"), fm.column("trigger_end"),
+                          fm.column("trigger")):
+        assert s[a:b] == t
+    assert sorted(v for v, fs in fm.verb_frames().items() if len(fs) > 1) == ["run", "strike"]
+    rows = dataset_table(fm, assign(fm.verbs, split_verbs(fm.verb_frames(), seed=0)))
+    assert rows[-1] == {"set": "all", "verbs": 14, "monosemous": 12, "polysemous": 2, "lus": 16, "frames": 6,
+                        "instances": 64}
+    # a typed dataset without FrameNet verbs is skipped before any model loads
+    from eventatlas.io import DatasetWriter
+
+    d = eventatlas_env / "data" / "datasets" / "novb"
+    with DatasetWriter(d, "novb", tables=["mentions"]) as w:
+        for i in range(6):
+            w.write("mentions", {"dataset": "novb", "mention_id": f"m{i}", "doc_id": "d", "sentence": "a b",
+                                 "trigger_start": 0, "trigger_end": 1, "trigger": "a", "labels": [f"T{i % 2}"]})
+        w.commit()
+    with pytest.raises(NotApplicable):
+        get_spec("frame_dml").runner()(d, eventatlas_env / "out", seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
+    from prefect.testing.utilities import prefect_test_harness
+
+    from eventatlas.warehouse import Warehouse
+    from flows.train_all import train_all
+
+    root = eventatlas_env
+    monkeypatch.setenv("PREFECT_HOME", str(root / "prefect"))
+    ds = _ingest_sample(root)
+    model = tiny_bert(root, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
+    params = {"frame_dml": {
+        "model_id": str(model), "losses": ["vanilla", "triplet", "adacos"], "margins": {"triplet": [0.2, 0.5]},
+        "alphas": [0.0, 0.5, 1.0], "folds": [0, 1], "precision": "fp32",
+        "train": {"epochs": 2, "batch_size": 8, "lr": 1e-3, "precision": "fp32", "threads": 1}}}
+    with prefect_test_harness(server_startup_timeout=300):
+        summary = train_all(datasets=["fn_verbs_sample"], methods=["frame_dml"], seeds=[0], params=params)
+    assert summary["failed"] == [] and summary["runs"] == 1
+    record = json.loads(Path(summary["records"][0]).read_text())
+    assert record["run"]["status"] == "completed", record["run"].get("error")
+
+    df = Warehouse().query("SELECT * FROM metrics WHERE method = 'frame_dml'")
+    test = df[(df.split == "test") & (df.task == "induction")]
+    assert set(test["variant"]) == {"vanilla", "triplet", "adacos"}
+    assert set(test["representation"]) == {"word", "mask", "w+m"}
+    assert set(test["clustering"]) == {"one_step", "two_step"}
+    assert set(test["setting"]) == {"fold 0", "fold 1", "mean of 2 folds"}
+    bcf = test[test.metric == "bcubed_f"]
+    assert len(bcf) == 3 * 3 * 2 * 3 and bcf["value"].between(0, 1).all()
+    rec = df[(df.task == "retrieval") & (df.split == "test")]
+    assert set(rec["metric"]) == {"recall_all", "recall_same", "recall_diff"}
+    # dev's one-step cut gives exactly dev's gold frame count (the transferred height's definition)
+    params_json = json.loads((Path(summary["records"][0]).parent / "frame_dml_params.json").read_text())
+    dev = df[(df.split == "dev") & (df.clustering == "one_step") & (df.metric == "n_clusters") &
+             (df.setting == "fold 0")]
+    table = {r["set"]: r for r in params_json["dataset_table"]}
+    dev_set = params_json["folds"]["0"]["roles"]["dev"][0]
+    assert set(dev["value"]) == {table[f"set{dev_set}"]["frames"]}
+    # the chosen margin is one of the grid, chosen on dev; training facts are rows
+    tr = df[(df.task == "training") & (df.variant == "triplet")]
+    assert set(tr[tr.metric == "margin"]["value"]) <= {0.2, 0.5}
+    assert (tr[tr.metric == "seconds_per_epoch"]["value"] > 0).all()
+    kinds = [a["kind"] for a in record["artifacts"]]
+    assert "plot/projection/vanilla_vs_finetuned" in kinds and "frame_dml/dataset_table" in kinds
+    png = next(a["path"] for a in record["artifacts"] if a["kind"] == "plot/projection/vanilla_vs_finetuned")
+    png = Path(png) if Path(png).is_absolute() else Path(summary["records"][0]).parent / png
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    steps = pq.read_table(record["train_steps_path"] if Path(record["train_steps_path"]).is_absolute()
+                          else Path(summary["records"][0]).parent / record["train_steps_path"]).to_pylist()
+    assert {s["phase"] for s in steps} >= {"fold0/triplet_m0.2", "fold0/adacos"}
+
+
+def test_pair_batches_are_length_sorted_and_restore_order(tmp_path):
+    import numpy as np
+    import torch
+
+    from eventatlas.framedml.training import DMLModel, DMLTask
+    from eventatlas.modeling import MentionEncoder
+
+    sents = ["a b c d e f g h they walk", "walk now", "they walk to the very long old station today", "eat it",
+             "we eat fish", "buy", "they buy a car now ok", "x y buy"]
+    words = ["walk", "walk", "walk", "eat", "eat", "buy", "buy", "buy"]
+    enc = MentionEncoder(str(tiny_bert(tmp_path, sents)), max_length=32)
+    starts = [s.rfind(w) for s, w in zip(sents, words)]
+    items = enc.prepare(sents, starts, [a + len(w) for a, w in zip(starts, words)], "trigger")
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+    for loss, groups in (("triplet", 3), ("contrastive", 2)):
+        model = DMLModel(enc, loss, n_classes=3, margin=0.5)
+        model.eval()
+        task = DMLTask(model, items, labels)
+        b = task.make_batch(np.arange(8), np.random.default_rng(0))
+        chunks = list(b["x"].values())
+        assert len(chunks) == groups and sum(c["input_ids"].shape[0] for c in chunks) == 8 * groups
+        lengths = [int(c["attention_mask"].sum(1).max()) for c in chunks]
+        assert lengths == sorted(lengths)  # each sub-batch padded to its own (sorted) length
+        with torch.no_grad():
+            emb = task._embed_sorted(model, b)
+            # the rows come back in batch order: row j is the j-th of (anchors, partners...)
+            inv = b["inv"].numpy()
+            flat = [it for c in chunks for it in range(c["input_ids"].shape[0])]
+            assert len(flat) == len(inv)
+            sub = {k: v[:1] for k, v in chunks[0].items()}
+            first_sorted = enc(sub["input_ids"], sub["attention_mask"], sub["pool"], "trigger")[0]
+            j = int(np.flatnonzero(inv == 0)[0])  # the batch row placed first after sorting
+            assert torch.allclose(emb[j], first_sorted, atol=1e-5)
