@@ -17,7 +17,9 @@ def tiny_bert(root: Path, texts: Iterable[str], *, hidden: int = 32, layers: int
     d = Path(root) / name
     d.mkdir(parents=True, exist_ok=True)
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(d)
+    # `vocab=` (a path): the installed transformers ignores `vocab_file=` here and builds a tokenizer
+    # with the special tokens only, so every word would be [UNK]
+    BertTokenizerFast(vocab=str(d / "vocab.txt"), do_lower_case=True).save_pretrained(d)
     torch.manual_seed(seed)
     cfg = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
                      intermediate_size=2 * hidden, max_position_embeddings=64)

@@ -21,6 +21,11 @@ SPECS: dict[str, MethodSpec] = {
         name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
         description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
+    "swcc": MethodSpec(
+        name="swcc", config="eventatlas.methods.swcc:SWCCConfig", run="eventatlas.methods.swcc:run",
+        applies_to=frozenset({"event_cooccurrence"}), tasks=("similarity", "training"), gpu="advised",
+        description="SWCC event representations (Gao et al. 2022): weakly supervised multi-positive InfoNCE + "
+                    "prototypes + MLM on event co-occurrence; scored on hard similarity, transitive, MCNC"),
 }
 REGISTRY = SPECS  # name -> spec
 
