@@ -38,7 +38,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from eventatlas.config import samples_dir, shared_data
+    from eventatlas.config import datasets_dir, samples_dir, shared_data
     from eventatlas.ingest import ingest
     from eventatlas.modeling import MentionEncoder
     from eventatlas.modeling.tokens import tokenize_cached
@@ -52,9 +52,11 @@ def main() -> None:
     src = shared_data() / "event_tuples" / "nyt_inverse_cloze_docs.txt"
     if not src.exists():
         src = samples_dir() / "event_tuples" / "tuples_sample.txt"
-    tmp = Path(tempfile.mkdtemp())
-    ingest("event_tuples", src, out_dir=tmp / "et")
-    events = load_events(tmp / "et", max_events=a.events, seed=0)
+    ddir = datasets_dir() / "event_tuples"  # an ingested copy is reused
+    if not (ddir / "manifest.json").exists():
+        ddir = Path(tempfile.mkdtemp()) / "et"
+        ingest("event_tuples", src, out_dir=ddir)
+    events = load_events(ddir, max_events=a.events, seed=0)
     enc = MentionEncoder(a.model, max_length=32)
     t0 = time.perf_counter()
     items, hit = tokenize_cached(enc, events.texts, [0] * len(events), [len(t) for t in events.texts], "sentence")
