@@ -93,34 +93,53 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
                     rejects.add(f, where, "no_verb", "the verb slot is _NULL_", " ".join(fields))
                     continue
                 svo = (_slot(subj), verb, _slot(obj))
-                words = [w for w in svo if w]
-                sentence = " ".join(words)
-                t0 = len(svo[0]) + 1 if svo[0] else 0
-                args = [{"role": role, "text": text, "start": None, "end": None, "entity_id": None}
-                        for role, text in (("subj", svo[0]), ("obj", svo[2]), ("prep", _slot(prep))) if text]
-                rows.append({"mention_id": stable_id(dataset, doc_id, pos), "dataset": dataset, "doc_id": doc_id,
-                             "sent_idx": pos, "sentence": sentence, "trigger_start": t0, "trigger_end": t0 + len(verb),
-                             "trigger": verb, "language": "en", "split": None, "labels": None, "arguments": args,
-                             "extra": dumps({"svo": {"subj": svo[0], "verb": verb, "obj": svo[2]},
-                                             "prep": _slot(prep), "position": pos})})
+                rows.append(mention_row(dataset, doc_id, pos, svo, _slot(prep)))
                 events.append(svo)
             if not rows:
                 rejects.add(f, f"line {n}", "no_events", "no usable tuple in this document", line[:200])
                 continue
-            yield "documents", {"dataset": dataset, "doc_id": doc_id, "title": None, "language": "en", "text": None,
-                                "sentences": None, "source": f.name, "split": None,
-                                "extra": dumps({"n_events": len(rows), "n_distractors": n_dist})}
+            yield "documents", document_row(dataset, doc_id, f.name, {"n_events": len(rows), "n_distractors": n_dist})
             for r in rows:
                 yield "mentions", r
             bump(stats, "documents")
-            # sorted distinct events: each unordered pair once, in one canonical order
-            counts.update(combinations(sorted(set(events), key=lambda e: (e[1], e[0] or "", e[2] or "")), 2))
+            count_pairs(counts, events)
         if n and not seen_sep:
             raise InputError(f, "line 1", "no ' <TUP> ' separator in any line: not an event-tuple file "
                                           "(one document per line, tuples 'verb subj obj prep' joined by ' <TUP> ')")
+    yield from cooccurrence_rows(dataset, counts)
+    bump(stats, "cooccurring_pairs", len(counts))
+
+
+def mention_row(dataset: str, doc_id: str, pos: int, svo: tuple, prep: str | None = None, *,
+                source_sentence: str | None = None) -> dict:
+    """One event as a mention: ``sentence`` = ``subj verb obj`` (absent slots dropped), trigger = the verb."""
+    subj, verb, obj = svo
+    sentence = " ".join(w for w in svo if w)
+    t0 = len(subj) + 1 if subj else 0
+    args = [{"role": role, "text": text, "start": None, "end": None, "entity_id": None}
+            for role, text in (("subj", subj), ("obj", obj), ("prep", prep)) if text]
+    extra = {"svo": {"subj": subj, "verb": verb, "obj": obj}, "prep": prep, "position": pos}
+    if source_sentence is not None:
+        extra["source_sentence"] = source_sentence
+    return {"mention_id": stable_id(dataset, doc_id, pos), "dataset": dataset, "doc_id": doc_id, "sent_idx": pos,
+            "sentence": sentence, "trigger_start": t0, "trigger_end": t0 + len(verb), "trigger": verb, "language": "en",
+            "split": None, "labels": None, "arguments": args, "extra": dumps(extra)}
+
+
+def document_row(dataset: str, doc_id: str, source: str | None, extra: dict) -> dict:
+    return {"dataset": dataset, "doc_id": doc_id, "title": None, "language": "en", "text": None, "sentences": None,
+            "source": source, "split": None, "extra": dumps(extra)}
+
+
+def count_pairs(counts: Counter, events) -> None:
+    """Add one document's distinct events' unordered pairs (one canonical order) to ``counts``."""
+    counts.update(combinations(sorted(set(events), key=lambda e: (e[1], e[0] or "", e[2] or "")), 2))
+
+
+def cooccurrence_rows(dataset: str, counts: Counter) -> Iterator[tuple[str, dict]]:
+    """``event_pairs`` rows (task ``cooccurrence``, score = documents with both events)."""
     for (a, b), c in counts.items():
         ea = {"subj": a[0], "verb": a[1], "obj": a[2]}
         eb = {"subj": b[0], "verb": b[1], "obj": b[2]}
         yield "event_pairs", {"dataset": dataset, "item_id": stable_id(dataset, *a, *b), "task": COOCCURRENCE_TASK,
                               "block_id": None, "event_a": ea, "event_b": eb, "score": float(c), "extra": None}
-    bump(stats, "cooccurring_pairs", len(counts))
