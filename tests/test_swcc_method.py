@@ -45,6 +45,8 @@ def test_events_and_weighted_partners(tuples):
     sub = load_events(tuples, max_events=10, seed=3)
     assert len(sub) == 10 and sub.record["subsampled"] and set(sub.texts) <= set(ev.texts)
     assert (sub.indices < 10).all()
+    # whole documents: the subsample keeps co-occurring pairs (a uniform 10 of 28 would keep few)
+    assert sub.record["n_documents_sampled"] >= 2 and sub.record["n_pairs"] >= 6
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ dataset (e.g. the ``event_tuples`` reader) rendered as text, and their co-occurr
   rendering); two (s, v, o) that render to one text are one event;
 * partners = the ``event_pairs`` rows of task ``cooccurrence`` between two distinct events (counts of the
   same text pair summed), as a CSR adjacency (``indptr``, ``indices``, ``counts``) over event indices;
-* ``max_events``: a seeded subsample of the events (recorded); pairs leaving the subsample are dropped;
+* ``max_events``: a seeded subsample (recorded): whole documents in a seeded order until ``max_events``
+  distinct events (the last document cut), so co-occurring pairs survive; pairs leaving it are dropped;
 * ``weights``: the co-occurrence count of every stored pair min-max normalised over the whole table
   (SWCC's ``w``); every count equal -> 1.0 (recorded). ``weighting="uniform"`` gives every pair 1.0.
 
@@ -70,10 +71,11 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     import pyarrow.parquet as pq
 
     d = Path(dataset_dir)
-    m = pq.read_table(d / "mentions.parquet", columns=["mention_id", "extra"])
+    m = pq.read_table(d / "mentions.parquet", columns=["mention_id", "doc_id", "extra"])
     index: dict[str, int] = {}
     by_svo: dict[tuple, int] = {}
-    for mid, extra in zip(m["mention_id"].to_pylist(), m["extra"].to_pylist()):
+    doc_events: dict[str, list[int]] = {}
+    for mid, doc, extra in zip(m["mention_id"].to_pylist(), m["doc_id"].to_pylist(), m["extra"].to_pylist()):
         try:
             svo = json.loads(extra or "{}")["svo"]
         except (ValueError, KeyError, TypeError):
@@ -82,11 +84,24 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
         key = (svo.get("subj"), svo.get("verb"), svo.get("obj"))
         if key not in by_svo:
             by_svo[key] = index.setdefault(event_text(svo, template, lower=lower), len(index))
+        doc_events.setdefault(doc, []).append(by_svo[key])
     texts = list(index)
     n_all = len(texts)
     keep = np.arange(n_all)
+    n_docs = len(doc_events)
     if max_events is not None and max_events < n_all:
-        keep = np.sort(np.random.default_rng(seed).choice(n_all, size=max_events, replace=False))
+        # whole documents in a seeded order until max_events distinct events: a uniform sample of events
+        # would keep almost no co-occurring pair (a pair survives with probability (n / N)^2)
+        docs = list(doc_events)
+        chosen: dict[int, None] = {}
+        n_docs = 0
+        for k in np.random.default_rng(seed).permutation(len(docs)):
+            n_docs += 1
+            for e in doc_events[docs[k]]:
+                chosen.setdefault(e, None)
+            if len(chosen) >= max_events:
+                break
+        keep = np.sort(np.fromiter(list(chosen)[:max_events], dtype=np.int64))
     new = np.full(n_all, -1, dtype=np.int64)
     new[keep] = np.arange(len(keep))
 
@@ -121,6 +136,7 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     with_partner = int((np.diff(indptr) > 0).sum())
     record = {"n_events_all": n_all, "n_events": n, "subsampled": n < n_all, "max_events": max_events,
+              "n_documents_sampled": n_docs,
               "n_pairs": int(len(uniq)), "events_with_partner": with_partner, "template": template, "lower": lower,
               "weighting": weighting, "weights_degenerate": bool(degenerate),
               "count_max": float(summed.max()) if len(summed) else 0.0,
