@@ -11,7 +11,7 @@ import pytest
 
 from eventatlas import config
 from eventatlas.evaluation import METRIC_KEYS
-from eventatlas.evaluation.pairs import evaluate_encoder_pairs, evaluate_event_pairs, event_text, hard_metric_name
+from eventatlas.evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs, evaluate_event_pairs, event_text, hard_metric_name
 from eventatlas.ingest import ingest
 from eventatlas.schema import EVENT_PAIRS
 
@@ -138,6 +138,14 @@ def test_encoder_pairs_one_row_set_per_pooling():
     assert {r["setting"] for r in rows} == {"{subj} {verb} {obj} (lower-cased)"}
     with pytest.raises(ValueError, match="pooling must be one of"):
         evaluate_encoder_pairs(fake, table, poolings=("max",), dataset="hand", method="m", seed=0)
+
+
+def test_benchmark_pairs_leave_out_cooccurrence_counts():
+    rows = HAND_ROWS[:2] + [pair("cooccurrence", "c1", None, "a", "b", 3.0)]
+    table = pa.Table.from_pylist(rows, schema=EVENT_PAIRS)
+    assert benchmark_pairs(table)["item_id"].to_pylist() == ["h1s", "h1d"]
+    with pytest.raises(ValueError, match="unknown task"):  # unfiltered, the evaluator refuses them
+        evaluate_event_pairs(table, dict_embed([]), dataset="d", method="m", seed=0)
 
 
 def test_event_pairs_lower_template_setting():

@@ -46,7 +46,7 @@ PAIR_TASKS = ("hard_similarity", "transitive_similarity", "mcnc")
 NULL_TOKEN = "_NULL_"  # open-IE tuples mark an absent slot with it (Weber et al.)
 
 __all__ = ["DEFAULT_TEMPLATE", "PAIR_TASKS", "POOLING_REPRESENTATION", "event_text", "hard_metric_name", "evaluate_event_pairs",
-           "evaluate_encoder_pairs"]
+           "evaluate_encoder_pairs", "benchmark_pairs"]
 
 
 def _field(value: Any) -> str:
@@ -256,6 +256,14 @@ def evaluate_event_pairs(
     setting = f"{template} (lower-cased)" if lower else template
     return metric_rows(scores, task="similarity", dataset=dataset, method=method, seed=seed, split=split,
                        setting=setting, representation=representation, variant=variant)
+
+
+def benchmark_pairs(pairs: pa.Table) -> pa.Table:
+    """The rows of an ``event_pairs`` table that belong to a benchmark of :data:`PAIR_TASKS`: co-occurrence
+    counts (task ``cooccurrence``, the ``event_tuples`` reader) are training data, not scored."""
+    import pyarrow.compute as pc
+
+    return pairs.filter(pc.is_in(pairs["task"], pa.array(list(PAIR_TASKS))))
 
 
 POOLING_REPRESENTATION = {"mean": "sentence", "cls": "cls"}  # pooling -> the `representation` column

@@ -82,7 +82,7 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from ..data import Manifest, ingested
-    from .untuned import benchmark_pairs
+    from ..evaluation.pairs import benchmark_pairs
 
     if cfg.eval_datasets is None:
         mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]

@@ -152,21 +152,11 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     params["timings_s"] = timings
 
 
-def benchmark_pairs(pairs: pa.Table) -> pa.Table:
-    """The rows of an ``event_pairs`` table that belong to a similarity benchmark (hard similarity,
-    transitive, MCNC): co-occurrence counts (task ``cooccurrence``) are training data."""
-    import pyarrow.compute as pc
-
-    from ..evaluation.pairs import PAIR_TASKS
-
-    return pairs.filter(pc.is_in(pairs["task"], pa.array(list(PAIR_TASKS))))
-
-
 def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
     import pyarrow.parquet as pq
 
     from ..encode import Encoder
-    from ..evaluation.pairs import evaluate_encoder_pairs
+    from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
     pairs = benchmark_pairs(pq.read_table(man.table("event_pairs")))
     if pairs.num_rows == 0:
