@@ -109,14 +109,20 @@ class Encoder:
 
     # ----------------------------------------------------------------- public API
 
-    def encode_sentences(self, sentences: Sequence[str], normalize: bool = False) -> np.ndarray:
-        """Attention-masked mean pool of the last layer (sentence-transformers' pooling), float32."""
+    def encode_sentences(self, sentences: Sequence[str], normalize: bool = False, pooling: str = "mean") -> np.ndarray:
+        """One float32 vector per sentence from the last layer: ``pooling="mean"`` = attention-masked mean
+        (sentence-transformers' pooling), ``"cls"`` = the first ([CLS]) position."""
+        from .modeling.inputs import SENTENCE_POOLINGS
+
+        if pooling not in SENTENCE_POOLINGS:
+            raise ValueError(f"pooling must be one of {tuple(SENTENCE_POOLINGS)}, got {pooling!r}")
+        rep = SENTENCE_POOLINGS[pooling]
         sentences = _as_str_list(sentences, "sentences")
         out = np.empty((len(sentences), self.hidden_size), dtype=np.float32)
         with self._bar(len(sentences), "encode sentences") as bar:
             for c0 in range(0, len(sentences), self.chunk_size):
                 items = self.module.prepare_sentences(sentences[c0 : c0 + self.chunk_size])
-                out[c0 : c0 + len(items)] = self.run(items, "sentence", bar)
+                out[c0 : c0 + len(items)] = self.run(items, rep, bar)
         return _l2(out) if normalize else out
 
     def encode_mentions(

@@ -185,6 +185,16 @@ def test_mix_formula_and_sentence(enc):
     assert all(enc.encode_mentions(SENTS, st, en, r).dtype == np.float32 for r in REPRESENTATIONS)
 
 
+def test_cls_pooling_is_the_first_hidden_state(enc):
+    # pooling="cls" = the last layer at position 0 ([CLS]); the default stays the masked mean
+    ids = enc.tokenizer(SENTS[2])["input_ids"]
+    v = enc.encode_sentences(SENTS, pooling="cls")
+    np.testing.assert_allclose(v[2], _hidden(enc, ids)[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(v, enc.encode_sentences(SENTS, pooling="mean"), atol=1e-3)
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        enc.encode_sentences(SENTS, pooling="max")
+
+
 def test_length_sorted_batches_equal_batch_size_one(tiny):
     rng = np.random.default_rng(0)
     sents, st, en = [], [], []

@@ -11,7 +11,7 @@ import pytest
 
 from eventatlas import config
 from eventatlas.evaluation import METRIC_KEYS
-from eventatlas.evaluation.pairs import evaluate_event_pairs, event_text, hard_metric_name
+from eventatlas.evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs, evaluate_event_pairs, event_text, hard_metric_name
 from eventatlas.ingest import ingest
 from eventatlas.schema import EVENT_PAIRS
 
@@ -113,6 +113,39 @@ def test_event_pairs_hand():
     assert ext == {"hard_sim_ext_acc": pytest.approx(1 / 3)}
     named = evaluate_event_pairs(table.slice(0, 6), dict_embed([]), dataset="x", method="m", seed=0, hard_metric="h")
     assert [r["metric"] for r in named] == ["h"]
+
+
+def test_encoder_pairs_one_row_set_per_pooling():
+    # a fake encoder: "cls" gives the hand vectors, "mean" swaps the vectors of b and c; rows are labelled
+    # sentence (mean) / cls, with the lower-cased setting (the default for encoders)
+    class Fake:
+        def __init__(self):
+            self.calls = []
+
+        def encode_sentences(self, texts, pooling="mean"):
+            self.calls.append(pooling)
+            swap = {"b": "c", "c": "b"} if pooling == "mean" else {}
+            return np.array([VEC[swap.get(t, t)] for t in texts])
+
+    table = pa.Table.from_pylist(HAND_ROWS[:6], schema=EVENT_PAIRS)
+    fake = Fake()
+    rows = evaluate_encoder_pairs(fake, table, poolings=("mean", "cls"), dataset="hand", method="m", seed=0)
+    assert fake.calls == ["mean", "cls"]
+    got = {(r["representation"], r["metric"]): r["value"] for r in rows}
+    # mean (b=(0,1), c=(1,1)): B1 sim ab 0 < dis ac .707 wrong; B2 sim ac .707 = dis bc .707 tie wrong;
+    # B3 sim ab 0 < dis bc .707 wrong -> 0. cls = the hand case -> 1/3
+    assert got == {("sentence", "hard_sim_acc"): 0.0, ("cls", "hard_sim_acc"): pytest.approx(1 / 3)}
+    assert {r["setting"] for r in rows} == {"{subj} {verb} {obj} (lower-cased)"}
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        evaluate_encoder_pairs(fake, table, poolings=("max",), dataset="hand", method="m", seed=0)
+
+
+def test_benchmark_pairs_leave_out_cooccurrence_counts():
+    rows = HAND_ROWS[:2] + [pair("cooccurrence", "c1", None, "a", "b", 3.0)]
+    table = pa.Table.from_pylist(rows, schema=EVENT_PAIRS)
+    assert benchmark_pairs(table)["item_id"].to_pylist() == ["h1s", "h1d"]
+    with pytest.raises(ValueError, match="unknown task"):  # unfiltered, the evaluator refuses them
+        evaluate_event_pairs(table, dict_embed([]), dataset="d", method="m", seed=0)
 
 
 def test_event_pairs_lower_template_setting():

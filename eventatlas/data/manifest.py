@@ -20,6 +20,8 @@ KINDS = {
     "typed_mentions": "mentions with gold event types (clustering / type induction, retrieval)",
     "event_pairs": "event-pair similarity benchmarks (hard similarity, transitive, MCNC)",
     "grounding": "mentions grounded to a set of events of a hierarchy (label sets + event_types.parent_id)",
+    "event_cooccurrence": "events with within-document co-occurrence counts (event_pairs task 'cooccurrence', "
+                          "e.g. the event_tuples reader): training data for event representations (SWCC)",
 }
 _KNOWN = {"dataset", "schema_version", "rows", "reader", "source", "fingerprint", "rejects", "stats", "options",
           "language", "ontology", "ingested_at", "seconds", "path"}
@@ -121,8 +123,13 @@ class Manifest:
             # label *sets* over a hierarchy (event + its ancestors) make a grounding dataset
             if n > 1 and self.rows.get("event_types", 0) and _has_hierarchy(self.table("event_types")):
                 out.add("grounding")
-        if self.rows.get("event_pairs", 0):
+        # co-occurrence pairs (stats["cooccurring_pairs"], the event_tuples reader) are training data, not a
+        # similarity benchmark: "event_pairs" only when benchmark pairs remain beside them
+        co = int(self.stats.get("cooccurring_pairs", 0) or 0)
+        if self.rows.get("event_pairs", 0) > co:
             out.add("event_pairs")
+        if co:
+            out.add("event_cooccurrence")
         return frozenset(out)
 
 

@@ -45,7 +45,8 @@ SVO_FIELDS = ("subj", "verb", "obj")
 PAIR_TASKS = ("hard_similarity", "transitive_similarity", "mcnc")
 NULL_TOKEN = "_NULL_"  # open-IE tuples mark an absent slot with it (Weber et al.)
 
-__all__ = ["DEFAULT_TEMPLATE", "PAIR_TASKS", "event_text", "hard_metric_name", "evaluate_event_pairs"]
+__all__ = ["DEFAULT_TEMPLATE", "PAIR_TASKS", "POOLING_REPRESENTATION", "event_text", "hard_metric_name", "evaluate_event_pairs",
+           "evaluate_encoder_pairs", "benchmark_pairs"]
 
 
 def _field(value: Any) -> str:
@@ -255,3 +256,43 @@ def evaluate_event_pairs(
     setting = f"{template} (lower-cased)" if lower else template
     return metric_rows(scores, task="similarity", dataset=dataset, method=method, seed=seed, split=split,
                        setting=setting, representation=representation, variant=variant)
+
+
+def benchmark_pairs(pairs: pa.Table) -> pa.Table:
+    """The rows of an ``event_pairs`` table that belong to a benchmark of :data:`PAIR_TASKS`: co-occurrence
+    counts (task ``cooccurrence``, the ``event_tuples`` reader) are training data, not scored."""
+    import pyarrow.compute as pc
+
+    return pairs.filter(pc.is_in(pairs["task"], pa.array(list(PAIR_TASKS))))
+
+
+POOLING_REPRESENTATION = {"mean": "sentence", "cls": "cls"}  # pooling -> the `representation` column
+
+
+def evaluate_encoder_pairs(
+    encoder: Any,
+    pairs: pa.Table,
+    *,
+    poolings: Sequence[str] = ("mean",),
+    template: str = DEFAULT_TEMPLATE,
+    lower: bool = True,
+    dataset: str,
+    method: str,
+    seed: int,
+    variant: str | None = None,
+    hard_metric: str | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`evaluate_event_pairs` for every pooling of one encoder (anything with
+    ``encode_sentences(texts, pooling=...)``, e.g. :class:`eventatlas.encode.Encoder` over an untuned
+    or a trained model). The ``representation`` column is ``sentence`` for mean pooling (the name the
+    mention representations use for it) and ``cls`` for the [CLS] vector. Used by ``untuned`` and by
+    every trained method that evaluates its encoder on the event-similarity benchmarks."""
+    rows: list[dict[str, Any]] = []
+    for pooling in poolings:
+        if pooling not in POOLING_REPRESENTATION:
+            raise ValueError(f"pooling must be one of {tuple(POOLING_REPRESENTATION)}, got {pooling!r}")
+        rows += evaluate_event_pairs(pairs, lambda texts, p=pooling: encoder.encode_sentences(texts, pooling=p),
+                                     template=template, lower=lower, dataset=dataset, method=method, seed=seed,
+                                     representation=POOLING_REPRESENTATION[pooling], variant=variant,
+                                     hard_metric=hard_metric)
+    return rows

@@ -26,6 +26,11 @@ SPECS: dict[str, MethodSpec] = {
         applies_to=frozenset({"typed_mentions"}), tasks=("induction", "retrieval", "training"), gpu="advised",
         description="supervised frame induction with deep metric learning (Yamada et al. 2023): fine-tune on "
                     "training verbs' frames, cluster unseen verbs' instances (3-fold verb cross-validation)"),
+    "swcc": MethodSpec(
+        name="swcc", config="eventatlas.methods.swcc:SWCCConfig", run="eventatlas.methods.swcc:run",
+        applies_to=frozenset({"event_cooccurrence"}), tasks=("similarity", "training"), gpu="advised",
+        description="SWCC event representations (Gao et al. 2022): weakly supervised multi-positive InfoNCE + "
+                    "prototypes + MLM on event co-occurrence; scored on hard similarity, transitive, MCNC"),
 }
 REGISTRY = SPECS  # name -> spec
 

@@ -9,8 +9,9 @@
   A 2-D projection of one representation's embeddings (UMAP by default) coloured by gold type and
   by the induced clusters is a PNG artifact (``plot/projection/<representation>``).
 * Event-pair datasets (hard similarity, transitive similarity, MCNC): every event is the text
-  ``template`` filled with its (subject, verb, object), mean-pooled, and scored by
-  :func:`eventatlas.evaluation.pairs.evaluate_event_pairs` (task ``similarity``).
+  ``template`` filled with its (subject, verb, object) (lower-cased by default), pooled by each of
+  ``poolings`` (mean -> representation ``sentence``, [CLS] -> ``cls``), and scored by
+  :func:`eventatlas.evaluation.pairs.evaluate_encoder_pairs` (task ``similarity``).
 """
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ class UntunedConfig(MethodConfig):
     # PCA below plots.AUTO_MIN_NONLINEAR points (the method used is in params["projection"])
     projection: Literal["auto", "umap", "tsne", "pca", "none"] = "auto"
     projection_representation: Optional[Representation] = None  # default: trigger if computed, else the first
+    poolings: list[Literal["mean", "cls"]] = Field(default_factory=lambda: ["mean", "cls"],
+                                                   description="event-pair datasets: sentence poolings scored")
 
 
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: UntunedConfig | None = None,
@@ -196,16 +199,18 @@ def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, 
     import pyarrow.parquet as pq
 
     from ..encode import Encoder
-    from ..evaluation.pairs import evaluate_event_pairs
+    from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
-    pairs = pq.read_table(man.table("event_pairs"))
+    pairs = benchmark_pairs(pq.read_table(man.table("event_pairs")))
+    if pairs.num_rows == 0:
+        return
     enc = Encoder(cfg.model_id, device=device, progress=False, **cfg.encoder.model_dump())
-    rows = evaluate_event_pairs(pairs, lambda texts: enc.encode_sentences(texts), template=cfg.template,
-                                lower=cfg.lower, dataset=man.dataset, method=NAME, seed=seed,
-                                representation="sentence")
+    rows = evaluate_encoder_pairs(enc, pairs, poolings=cfg.poolings, template=cfg.template, lower=cfg.lower,
+                                  dataset=man.dataset, method=NAME, seed=seed)
     if not rows:
         raise NotApplicable(f"{man.path}: no similarity metric is defined for this encoder on these pairs (every "
                             f"pair got the same cosine: a degenerate model?)")
     result.metrics += rows
-    result.params.update({"template": cfg.template, "event_pairs": pairs.num_rows, "precision": enc.precision})
+    result.params.update({"template": cfg.template, "lower": cfg.lower, "poolings": cfg.poolings,
+                          "event_pairs": pairs.num_rows, "precision": enc.precision})
     log.info("untuned %s: %s", man.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))

@@ -5,6 +5,7 @@ This is the one definition of every mention representation's input (see
 and the token-id cache build their inputs here.
 
 * ``sentence``  every real token (specials included, as sentence-transformers mean pooling does).
+* ``cls``       the first position only (plain sentences: the [CLS] vector; see ``SENTENCE_POOLINGS``).
 * ``trigger``   the word pieces that overlap the trigger's character span.
 * ``mask``      the trigger replaced by ONE mask token (``unk`` when the tokenizer has no mask token);
   the piece at that position.
@@ -23,6 +24,10 @@ from typing import Any, Sequence
 import numpy as np
 
 REPRESENTATIONS = ("sentence", "trigger", "mask", "mix", "window4")
+# Poolings of a plain sentence (``prepare_sentences``): ``mean`` = the ``sentence`` representation
+# (every real token), ``cls`` = the first position only (the [CLS] / <s> vector, as SWCC and BERT-style
+# sentence encoders pool).
+SENTENCE_POOLINGS = {"mean": "sentence", "cls": "cls"}
 WINDOW_WORDS = 2  # window4: words within +-2 of the trigger
 WINDOW_LAYERS = 4  # window4: last 4 hidden layers
 
@@ -38,6 +43,8 @@ class ModelInput:
     def pool_positions(self, representation: str) -> list[int]:
         if representation == "sentence":
             return list(range(len(self.ids)))
+        if representation == "cls":
+            return [0]
         return self.window if representation == "window4" else self.target
 
 

@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "hard_similarity": "eventatlas.readers.hard_similarity",
     "transitive_similarity": "eventatlas.readers.transitive_similarity",
     "mcnc": "eventatlas.readers.mcnc",
+    "event_tuples": "eventatlas.readers.event_tuples",
 }
 
 

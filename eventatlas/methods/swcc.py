@@ -1,0 +1,213 @@
+"""``swcc``: event representations by weakly supervised contrastive learning and prototype clustering
+(SWCC, Gao et al. ACL 2022), trained on an ``event_cooccurrence`` dataset (the ``event_tuples`` reader)
+and evaluated on every event-similarity benchmark at hand (hard similarity, transitive, MCNC).
+
+Per step (internals in :mod:`eventatlas.swcc`): three dropout views q, k1, k2 of each event, one
+co-occurring event p drawn by co-occurrence count with its min-max weight, and the event with one
+non-special token masked; ``L = L_cl + beta * L_proto + gamma * L_mlm``. ``variant`` selects the
+paper's ablations (``no_prototypes``, ``no_weak``, ``no_mlm``, ``infonce`` = dropout views only,
+``margin``); it is the ``variant`` column of the metric rows.
+
+Training goes through the shared :class:`eventatlas.training.Trainer` (bucketed batches of cached token
+ids, dynamic padding, checkpoints, step logs, learning curve); after every epoch the encoder is scored on
+the evaluation datasets (``train_evals``: ``<dataset>/<metric>``), and at the end the metric rows come
+from :func:`eventatlas.evaluation.pairs.evaluate_encoder_pairs` (task ``similarity``, setting = the
+template). Artifacts: ``plot/prototypes`` (2-D PCA of the training events coloured by their prototype),
+``swcc/prototypes`` (the assignment table) and, with ``save_model``, the fine-tuned encoder directory.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import Field
+
+from .. import config as paths
+from ..io import atomic_write_json
+from ..training.args import TrainingArgs
+from .base import MethodResult, NotApplicable
+from .spec import MethodConfig
+
+log = logging.getLogger(__name__)
+
+NAME = "swcc"
+Variant = Literal["swcc", "no_prototypes", "no_weak", "no_mlm", "infonce", "margin"]
+
+
+class SWCCTraining(TrainingArgs):
+    """The paper's optimiser (Adam, betas (0.9, 0.997), eps 1e-9, batch 256) with rates tuned here (the
+    paper's 2e-7 encoder rate is for 4M events; see README): encoder ``lr``, prototypes/MLM head ``head_lr``
+    (the authors' code: 5e-4)."""
+
+    epochs: int = Field(2, ge=0)
+    batch_size: int = Field(256, ge=2)
+    lr: float = Field(2e-5, gt=0)
+    head_lr: Optional[float] = Field(5e-4, gt=0)
+    optimizer: Literal["adamw", "adam"] = "adam"
+    betas: tuple[float, float] = (0.9, 0.997)
+    eps: float = Field(1e-9, gt=0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    drop_last: bool = True  # in-batch negatives: no tiny last batch
+
+
+class SWCCConfig(MethodConfig):
+    variant: Variant = "swcc"
+    model_id: Optional[str] = None
+    max_length: int = Field(32, ge=8)
+    pooling: Literal["cls", "mean"] = "cls"  # the paper pools [CLS]
+    template: str = "{subj} {verb} {obj}"
+    lower: bool = True
+    tau: float = Field(0.3, gt=0)
+    n_prototypes: int = Field(10, ge=2)
+    beta: float = Field(0.1, ge=0)  # paper; the authors' code used 0.3
+    gamma: float = Field(1.0, ge=0)
+    sinkhorn_eps: float = Field(0.05, gt=0)
+    sinkhorn_iters: int = Field(3, ge=1)
+    entropy_weight: float = Field(0.0, ge=0)  # the authors' code: 0.05 (not in the paper)
+    margin: float = Field(0.5, gt=0)  # the margin-loss ablation
+    weighting: Literal["minmax", "uniform"] = "minmax"
+    max_events: Optional[int] = Field(None, ge=4)  # seeded subsample of the training events (CPU budgets)
+    eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
+    eval_every_epoch: bool = True
+    eval_batch_size: int = Field(128, ge=1)
+    plot_events: int = Field(2000, ge=10)
+    save_model: bool = False
+    train: SWCCTraining = Field(default_factory=SWCCTraining)
+
+
+def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
+    """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
+    import pyarrow.parquet as pq
+
+    from ..data import Manifest, ingested
+    from ..evaluation.pairs import benchmark_pairs
+
+    if cfg.eval_datasets is None:
+        mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]
+    else:
+        mans = []
+        for name in cfg.eval_datasets:
+            d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
+            if not (d / "manifest.json").exists():
+                raise ValueError(f"eval dataset {name!r} is not ingested (no {d / 'manifest.json'})")
+            mans.append(Manifest.read(d))
+    out = {}
+    for m in sorted(mans, key=lambda m: m.dataset):
+        t = benchmark_pairs(pq.read_table(m.table("event_pairs")))
+        if t.num_rows:
+            out[m.dataset] = t
+    return out
+
+
+def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: SWCCConfig | None = None,
+        resume: bool = False, **params: Any) -> MethodResult:
+    """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
+    from ..data import Manifest
+    from ..device import describe, resolve_device
+    from ..encode import Encoder
+    from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
+    from ..modeling import MentionEncoder
+    from ..modeling.tokens import tokenize_cached
+    from ..runinfo import set_seeds
+    from ..swcc.data import load_events
+    from ..swcc.model import SWCCModel
+    from ..swcc.task import SWCCTask, switches
+    from ..training import EvalCallback, Trainer
+
+    cfg = config if config is not None else SWCCConfig.model_validate(params)
+    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    if "event_cooccurrence" not in man.kinds():
+        raise NotApplicable(f"{dataset_dir}: swcc trains on event co-occurrence (the event_tuples reader); "
+                            f"kinds here: {sorted(man.kinds()) or 'none'}")
+    device = resolve_device(cfg.device)
+    set_seeds(seed)
+    sw = switches(cfg.variant)
+    events = load_events(dataset_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
+                         weighting=cfg.weighting)
+    if len(events) < cfg.train.batch_size and cfg.train.drop_last:
+        raise NotApplicable(f"{dataset_dir}: {len(events)} events < one batch of {cfg.train.batch_size} "
+                            "(lower train.batch_size)")
+    evals = _eval_sets(cfg)
+    rep = POOLING_REPRESENTATION[cfg.pooling]
+    enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
+    # token ids of the event texts through the shared cache ("sentence" inputs = the whole text)
+    items, hit = tokenize_cached(enc, events.texts, [0] * len(events), [len(t) for t in events.texts], "sentence")
+    model = SWCCModel(enc, n_prototypes=cfg.n_prototypes, mlm=sw.mlm, seed=seed)
+    task = SWCCTask(model, items, events, pooling_rep=rep, sw=sw, tau=cfg.tau, beta=cfg.beta, gamma=cfg.gamma,
+                    sinkhorn_eps=cfg.sinkhorn_eps, sinkhorn_iters=cfg.sinkhorn_iters,
+                    entropy_weight=cfg.entropy_weight, margin=cfg.margin)
+
+    def score(_trainer=None) -> dict[str, float]:
+        e = Encoder(module=enc, device=device, precision="fp32", batch_size=cfg.eval_batch_size, progress=False)
+        out = {}
+        for name, table in evals.items():
+            for r in evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template, lower=cfg.lower,
+                                            dataset=name, method=NAME, seed=seed, variant=cfg.variant):
+                out[f"{name}/{r['metric']}"] = r["value"]
+        return out
+
+    callbacks = [EvalCallback(score)] if (evals and cfg.eval_every_epoch) else []
+    before = score() if evals else {}
+    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out_dir / "train", seed=seed,
+                      callbacks=callbacks, phase=cfg.variant)
+    res = trainer.fit(resume=resume)
+
+    result = MethodResult(device=describe(device))
+    result.add_training(res)
+    e = Encoder(module=enc, device=device, precision="fp32", batch_size=cfg.eval_batch_size, progress=False)
+    for name, table in evals.items():
+        result.metrics += evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template,
+                                                 lower=cfg.lower, dataset=name, method=NAME, seed=seed,
+                                                 variant=cfg.variant)
+    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
+                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device,
+                     "switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
+                     "mlm_head": model.mlm_source, "eval_datasets": sorted(evals), "before_training": before,
+                     "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history}
+    if sw.prototypes or cfg.n_prototypes:
+        _prototype_artifacts(model, e, events.texts, cfg, rep, out_dir, seed, result)
+    if cfg.save_model:
+        mdir = enc.save(out_dir / "model")
+        result.add_artifact("swcc/model", mdir / "config.json")
+    atomic_write_json(out_dir / "swcc_summary.json", result.params)
+    if not result.metrics:
+        log.warning("swcc %s: no event-pair benchmark ingested: trained, nothing scored", man.dataset)
+    return result
+
+
+def _prototype_artifacts(model, e, texts: list[str], cfg: SWCCConfig, rep: str, out_dir: Path, seed: int,
+                         result: MethodResult) -> None:
+    """2-D PCA of (a seeded sample of) the training events coloured by their nearest prototype."""
+    import pyarrow as pa
+    import torch
+
+    from ..io import write_parquet
+
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(len(texts), size=min(cfg.plot_events, len(texts)), replace=False))
+    X = e.encode_sentences([texts[i] for i in idx], normalize=True, pooling=cfg.pooling)
+    C = torch.nn.functional.normalize(model.prototypes.detach().float().cpu(), dim=1).numpy()
+    assign = (X @ C.T).argmax(1)
+    table = pa.table({"text": [texts[i] for i in idx], "prototype": assign.astype(np.int32)})
+    path = write_parquet(table, out_dir / "prototype_assignments.parquet")
+    result.add_artifact("swcc/prototypes", path, table.num_rows)
+    from sklearn.decomposition import PCA
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Y = PCA(n_components=2, random_state=seed).fit_transform(X) if len(X) >= 2 else np.zeros((len(X), 2))
+    fig, ax = plt.subplots(figsize=(6, 5))
+    sc = ax.scatter(Y[:, 0], Y[:, 1], c=assign, cmap="tab10", s=6, vmin=0, vmax=max(cfg.n_prototypes - 1, 1))
+    ax.set_title(f"SWCC ({cfg.variant}): {len(idx)} events, PCA, colour = prototype")
+    fig.colorbar(sc, ax=ax, label="prototype")
+    png = out_dir / "prototypes_pca.png"
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    result.add_artifact("plot/prototypes", png)
+    result.params["prototype_counts"] = np.bincount(assign, minlength=cfg.n_prototypes).tolist()

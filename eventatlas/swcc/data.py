@@ -1,0 +1,144 @@
+"""SWCC training events: the distinct (subject, verb, object) events of an ``event_cooccurrence``
+dataset (e.g. the ``event_tuples`` reader) rendered as text, and their co-occurring partners.
+
+``load_events(dataset_dir, template=..., lower=True, max_events=None, seed=0) -> Events``:
+
+* events = the distinct texts of the mentions' ``extra.svo`` under ``template`` (the same
+  :func:`eventatlas.evaluation.pairs.event_text` the benchmarks use, so training and evaluation see one
+  rendering); two (s, v, o) that render to one text are one event;
+* partners = the ``event_pairs`` rows of task ``cooccurrence`` between two distinct events (counts of the
+  same text pair summed), as a CSR adjacency (``indptr``, ``indices``, ``counts``) over event indices;
+* ``max_events``: a seeded subsample (recorded): whole documents in a seeded order until ``max_events``
+  distinct events (the last document cut), so co-occurring pairs survive; pairs leaving it are dropped;
+* ``weights``: the co-occurrence count of every stored pair min-max normalised over the whole table
+  (SWCC's ``w``); every count equal -> 1.0 (recorded). ``weighting="uniform"`` gives every pair 1.0.
+
+Memory: O(events + pairs); the pair table is read column-wise.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..evaluation.pairs import DEFAULT_TEMPLATE, event_text
+
+COOCCURRENCE_TASK = "cooccurrence"
+
+__all__ = ["Events", "load_events", "minmax"]
+
+
+@dataclass
+class Events:
+    texts: list[str]
+    indptr: np.ndarray  # (n + 1,) CSR over partners
+    indices: np.ndarray  # partner event index per stored pair (both directions)
+    counts: np.ndarray  # co-occurrence count per stored pair
+    weights: np.ndarray  # min-max normalised count per stored pair
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def sample_partner(self, i: int, rng: np.random.Generator) -> tuple[int, float]:
+        """One co-occurring event of ``i`` drawn with probability proportional to the count, and the
+        pair's weight; ``(i, 0.0)`` (itself, no weight) when ``i`` has no partner."""
+        a, b = int(self.indptr[i]), int(self.indptr[i + 1])
+        if a == b:
+            return i, 0.0
+        c = self.counts[a:b]
+        k = a + int(rng.choice(b - a, p=c / c.sum()))
+        return int(self.indices[k]), float(self.weights[k])
+
+
+def minmax(counts: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(min-max normalised counts, degenerate) where degenerate = every count equal (-> all 1.0)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.size == 0:
+        return counts, True
+    lo, hi = counts.min(), counts.max()
+    if hi == lo:
+        return np.ones_like(counts), True
+    return (counts - lo) / (hi - lo), False
+
+
+def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
+                max_events: int | None = None, seed: int = 0, weighting: str = "minmax") -> Events:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    d = Path(dataset_dir)
+    m = pq.read_table(d / "mentions.parquet", columns=["mention_id", "doc_id", "extra"])
+    index: dict[str, int] = {}
+    by_svo: dict[tuple, int] = {}
+    doc_events: dict[str, list[int]] = {}
+    for mid, doc, extra in zip(m["mention_id"].to_pylist(), m["doc_id"].to_pylist(), m["extra"].to_pylist()):
+        try:
+            svo = json.loads(extra or "{}")["svo"]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{d / 'mentions.parquet'}: mention {mid!r} has no extra.svo (not an event-tuple "
+                             "dataset? ingest it with the event_tuples reader)") from None
+        key = (svo.get("subj"), svo.get("verb"), svo.get("obj"))
+        if key not in by_svo:
+            by_svo[key] = index.setdefault(event_text(svo, template, lower=lower), len(index))
+        doc_events.setdefault(doc, []).append(by_svo[key])
+    texts = list(index)
+    n_all = len(texts)
+    keep = np.arange(n_all)
+    n_docs = len(doc_events)
+    if max_events is not None and max_events < n_all:
+        # whole documents in a seeded order until max_events distinct events: a uniform sample of events
+        # would keep almost no co-occurring pair (a pair survives with probability (n / N)^2)
+        docs = list(doc_events)
+        chosen: dict[int, None] = {}
+        n_docs = 0
+        for k in np.random.default_rng(seed).permutation(len(docs)):
+            n_docs += 1
+            for e in doc_events[docs[k]]:
+                chosen.setdefault(e, None)
+            if len(chosen) >= max_events:
+                break
+        keep = np.sort(np.fromiter(list(chosen)[:max_events], dtype=np.int64))
+    new = np.full(n_all, -1, dtype=np.int64)
+    new[keep] = np.arange(len(keep))
+
+    p = pq.read_table(d / "event_pairs.parquet", columns=["task", "event_a", "event_b", "score"])
+    p = p.filter(pc.equal(p["task"], COOCCURRENCE_TASK))
+
+    def ids(col) -> np.ndarray:
+        s = p[col].combine_chunks()
+        keys = zip(s.field("subj").to_pylist(), s.field("verb").to_pylist(), s.field("obj").to_pylist())
+        return np.array([new[by_svo[k]] if k in by_svo else -1 for k in keys], dtype=np.int64)
+
+    a, b = ids("event_a"), ids("event_b")
+    c = np.asarray(p["score"].to_pylist(), dtype=np.float64)
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    a, b, c = a[ok], b[ok], c[ok]
+    # sum counts of one unordered text pair (two (s, v, o) may render alike), then store both directions
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    n = len(keep)
+    uniq, inv = np.unique(lo * n + hi, return_inverse=True)
+    summed = np.bincount(inv.ravel(), weights=c, minlength=len(uniq))
+    lo, hi = uniq // n, uniq % n
+    if weighting == "minmax":
+        w, degenerate = minmax(summed)
+    elif weighting == "uniform":
+        w, degenerate = np.ones_like(summed), False
+    else:
+        raise ValueError(f"weighting must be 'minmax' or 'uniform', got {weighting!r}")
+    src, dst = np.concatenate([lo, hi]), np.concatenate([hi, lo])
+    cnt, wt = np.concatenate([summed, summed]), np.concatenate([w, w])
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    with_partner = int((np.diff(indptr) > 0).sum())
+    record = {"n_events_all": n_all, "n_events": n, "subsampled": n < n_all, "max_events": max_events,
+              "n_documents_sampled": n_docs,
+              "n_pairs": int(len(uniq)), "events_with_partner": with_partner, "template": template, "lower": lower,
+              "weighting": weighting, "weights_degenerate": bool(degenerate),
+              "count_max": float(summed.max()) if len(summed) else 0.0,
+              "pairs_weight_zero": int((w == 0).sum()), "mean_weight": float(w.mean()) if len(w) else 0.0}
+    return Events([texts[i] for i in keep], indptr, dst[order], cnt[order], wt[order], record)
