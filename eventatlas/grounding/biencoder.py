@@ -41,7 +41,7 @@ def add_markers(encoder) -> bool:
     missing = [m for m in MARKERS if m not in vocab]
     if not missing:
         return False
-    tok.add_special_tokens({"additional_special_tokens": list(MARKERS)}, replace_additional_special_tokens=False)
+    tok.add_tokens(list(MARKERS), special_tokens=True)  # never split, never lower-cased
     encoder.model.resize_token_embeddings(len(tok))
     return True
 

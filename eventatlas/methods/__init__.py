@@ -21,6 +21,11 @@ SPECS: dict[str, MethodSpec] = {
         name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
         description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
+    "grounding": MethodSpec(
+        name="grounding", config="eventatlas.methods.grounding:GroundingConfig", run="eventatlas.methods.grounding:run",
+        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised",
+        description="hierarchical event grounding (Ou et al. 2023): bi-encoder variants (BLINK, multi-label, HP, HJL), "
+                    "cross-encoder with a dev-tuned threshold, hierarchy discovery"),
 }
 REGISTRY = SPECS  # name -> spec
 
