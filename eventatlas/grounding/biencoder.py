@@ -46,11 +46,16 @@ def add_markers(encoder) -> bool:
     return True
 
 
-def mention_inputs(encoder, mentions: Mentions, *, cache: bool = True) -> list[ModelInput]:
+def mention_inputs(encoder, mentions: Mentions, *, cache: bool = True, budget: int | None = None) -> list[ModelInput]:
+    """Marked mention inputs windowed to the encoder's budget (or a smaller ``budget`` of content pieces,
+    e.g. the mention half of a cross-encoder pair)."""
     from .. import config
+    from ..modeling.inputs import prepare_mentions
     from ..modeling.tokens import tokenize_cached
 
     texts, a, b = mentions.marked()
+    if budget is not None:
+        return prepare_mentions(encoder.tokenizer, texts, a, b, REP, budget=min(budget, encoder.budget), mask=encoder.mask)
     if not cache:
         return encoder.prepare(texts, a, b, REP)
     # own cache namespace: the key hashes the tokenizer files on disk, not the markers added in memory

@@ -7,7 +7,6 @@ candidates or without label sets.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -72,18 +71,28 @@ class GroundingData:
         return out
 
 
-def load(dataset_dir: str | Path, *, max_mentions: dict[str, int | None] | None = None, seed: int = 0,
-         splits: Sequence[str] = ("train", "dev", "test")) -> GroundingData:
+def load_candidates(dataset_dir: str | Path) -> GroundingData:
+    """The candidate pool alone (what ``eventatlas ground`` needs); refuses a dataset without one."""
     d = Path(dataset_dir)
-    et, mt = d / "event_types.parquet", d / "mentions.parquet"
+    et = d / "event_types.parquet"
     if not et.exists() or pq.ParquetFile(et).metadata.num_rows == 0:
         raise NotApplicable(f"{d}: dataset without candidates (no event_types rows): grounding needs an event pool")
     types = pq.read_table(et, columns=["type_id", "name", "definition", "parent_id"]).to_pylist()
     types.sort(key=lambda r: r["type_id"])
     idx = {r["type_id"]: i for i, r in enumerate(types)}
     parent = np.array([idx.get(r["parent_id"], -1) if r["parent_id"] else -1 for r in types], dtype=np.int64)
-    gd = GroundingData(dataset=d.name, type_ids=[r["type_id"] for r in types], names=[r["name"] or r["type_id"] for r in types],
-                       definitions=[r["definition"] or "" for r in types], parent=parent)
+    return GroundingData(dataset=d.name, type_ids=[r["type_id"] for r in types], names=[r["name"] or r["type_id"] for r in types],
+                         definitions=[r["definition"] or "" for r in types], parent=parent)
+
+
+def load(dataset_dir: str | Path, *, max_mentions: dict[str, int | None] | None = None, seed: int = 0,
+         splits: Sequence[str] = ("train", "dev", "test")) -> GroundingData:
+    """Candidates plus each split's labelled mentions, each split capped at ``max_mentions[split]`` by a
+    seeded sample (counts before and after in ``record``)."""
+    d = Path(dataset_dir)
+    mt = d / "mentions.parquet"
+    gd = load_candidates(d)
+    idx, parent, types = gd.index, gd.parent, gd.type_ids
     if not mt.exists():
         raise NotApplicable(f"{d}: no mentions table")
     rows = pq.read_table(mt, columns=["mention_id", "sentence", "trigger_start", "trigger_end", "labels", "split"]).to_pylist()
@@ -120,7 +129,3 @@ def load(dataset_dir: str | Path, *, max_mentions: dict[str, int | None] | None 
 def setting(gd: GroundingData) -> str:
     s = gd.record["splits"]
     return " / ".join(f"{k} {v['used']}" + (f" of {v['mentions']}" if v["used"] != v["mentions"] else "") for k, v in s.items())
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, sort_keys=True)
