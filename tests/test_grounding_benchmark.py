@@ -16,7 +16,8 @@ from eventatlas.io import InputError
 from eventatlas.readers import framenet_grounding
 from readers_util import assert_offsets, collect
 
-SAMPLE = samples_dir() / "framenet_grounding"
+SAMPLE = samples_dir() / "framenet_grounding_edge"  # edge cases: a too-deep subframe, two parents, non-dictionary frames
+CLEAN = samples_dir() / "framenet_grounding"  # the shipped sample (ingest-samples): no rejects
 
 
 def _tables(out):
@@ -81,15 +82,17 @@ def test_sample_zero_shot_splits_never_split_a_component():
 
 
 def test_sample_ingest_is_a_grounding_dataset(tmp_path):
-    man = ingest("framenet_grounding", SAMPLE, out_dir=tmp_path / "fng", dataset="fng", progress=False)
+    man = ingest("framenet_grounding", CLEAN, out_dir=tmp_path / "fng", dataset="fng", progress=False)
+    assert man["rejects"] == {}
     assert "grounding" in Manifest.read(tmp_path / "fng").kinds()
     t1 = {r["split"]: r for r in man["stats"]["table1"]}
     assert sum(r["mentions"] for r in t1.values()) == man["rows"]["mentions"] == 18  # 14 full text + 4 exemplars
+    assert {s: (r["events"], r["trees"]) for s, r in t1.items()} == {"train": (12, 3), "dev": (3, 1), "test": (3, 1)}
     assert t1["train"]["max_depth"] == 3
     ms = pq.read_table(tmp_path / "fng" / "mentions.parquet").to_pylist()
     assert {m["split"] for m in ms} == {"train", "dev", "test"}
     # only the files read are fingerprinted (not everything else under the directory)
-    assert man["fingerprint"] == ingest("framenet_grounding", SAMPLE, out_dir=tmp_path / "fng2", progress=False)["fingerprint"]
+    assert man["fingerprint"] == ingest("framenet_grounding", CLEAN, out_dir=tmp_path / "fng2", progress=False)["fingerprint"]
 
 
 def test_missing_inputs_name_the_path(tmp_path):
