@@ -122,3 +122,23 @@ def test_method_runs_every_variant_and_the_cross_encoder(sample_world, monkeypat
     assert {"hp/hp", "hp_hjl/hp", "hjl", "cross:" + res.params["best_on_dev"]} <= set(steps.phase)
     assert any("hierarchy" in dict(t) for t in steps[steps.phase == "hjl"].terms)
     assert (root / "run" / "multilabel" / "model" / "config.json").exists()
+
+
+def test_ground_command_bad_input_one_line_each(eventatlas_env):
+    from typer.testing import CliRunner
+
+    from eventatlas import config
+    from eventatlas.cli import app
+
+    run = config.runs_dir() / "grounding-x"
+    run.mkdir(parents=True)
+    (run / "grounding.json").write_text('{"dataset": "nocands", "best_on_dev": "multilabel"}')
+    ds = config.datasets_dir() / "nocands"
+    ds.mkdir(parents=True)
+    (ds / "manifest.json").write_text('{"dataset": "nocands"}')
+    cases = [(["--run", "grounding-x", "--text", "no marked mention"], "no trigger marked with [brackets]"),
+             (["--run", "grounding-nope", "--text", "Police [arrested] him ."], "unknown run 'grounding-nope'"),
+             (["--run", "grounding-x", "--text", "Police [arrested] him ."], "has no candidates")]
+    for args, msg in cases:
+        r = CliRunner().invoke(app, ["ground", "--dataset", "nocands", *args])
+        assert r.exit_code != 0 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
