@@ -104,7 +104,7 @@ def test_method_runs_every_variant_and_the_cross_encoder(sample_world, monkeypat
     monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
     spec = SPECS["grounding"]
     cfg = spec.validate({"model_id": str(model), "variants": ["untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"],
-                         "cross_encoder": True, "device": "cpu", "cross_k": 4, "ks": [1, 4],
+                         "cross_encoder": True, "device": "cpu", "cross_k": 4, "ks": [1, 4], "mention_pool": "trigger",
                          "train": {"epochs": 1, "batch_size": 4}, "hp": {"epochs": 1}})
     res = spec.runner()(root / "fng", root / "run", seed=0, config=cfg)
     rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}

@@ -7,8 +7,8 @@
   tokenizer as special tokens (new embedding rows) and saved with the model.
 * One shared :class:`~eventatlas.modeling.MentionEncoder` encodes both sides (a Siamese bi-encoder;
   BLINK uses two copies: one model halves the CPU memory and the pre-training of HP then reaches the
-  mention side too), mean-pooled (the default encoder is a mean-pooling sentence-transformer), score =
-  dot product.
+  mention side too), mean-pooled (the default encoder is a mean-pooling sentence-transformer) over the whole
+  input, or on the mention side over the marked span only (``mention_pool="trigger"``); score = dot product.
 * Losses: ``bce`` (:mod:`.loss_multilabel`, every gold a positive) or ``softmax`` (:mod:`.loss_softmax`,
   BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`) over N_h sampled
   in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
@@ -31,6 +31,7 @@ from .loss_multilabel import batch_candidates, multilabel_bce
 from .loss_softmax import batch_targets, softmax_ce
 
 REP = "sentence"  # mean pooling over the (windowed) input
+MENTION_POOLS = ("sentence", "trigger")  # mention side: the whole window, or the marked span ([ENT_START] m [ENT_END])
 
 
 def add_markers(encoder) -> bool:
@@ -102,11 +103,14 @@ class LinkingTask:
 
     def __init__(self, encoder, mention_items: Sequence[ModelInput], golds: Sequence[Sequence[int]],
                  cand_items: Sequence[ModelInput], parent: np.ndarray, *, loss: str = "bce", hjl_weight: float = 0.0,
-                 n_h: int = 8, train_events: set[int] | None = None):
+                 n_h: int = 8, train_events: set[int] | None = None, mention_pool: str = REP):
         if loss not in ("bce", "softmax"):
             raise ValueError(f"loss must be bce or softmax, got {loss!r}")
         self.encoder, self.items, self.golds, self.cands = encoder, list(mention_items), [list(g) for g in golds], list(cand_items)
         self.parent, self.kind, self.hjl_weight, self.n_h = parent, loss, float(hjl_weight), int(n_h)
+        if mention_pool not in MENTION_POOLS:
+            raise ValueError(f"mention_pool must be one of {MENTION_POOLS}, got {mention_pool!r}")
+        self.mention_pool = mention_pool
         self.train_events = train_events if train_events is not None else {g for gs in self.golds for g in gs}
 
     def lengths(self) -> list[int]:
@@ -118,7 +122,7 @@ class LinkingTask:
             cands, target = batch_candidates(golds)
         else:
             cands, target = batch_targets([g[0] for g in golds])
-        batch = {"mentions": self.encoder.collate([self.items[i] for i in indices], REP),
+        batch = {"mentions": self.encoder.collate([self.items[i] for i in indices], self.mention_pool),
                  "candidates": self.encoder.collate([self.cands[c] for c in cands], REP), "target": target}
         if self.hjl_weight > 0:
             h = _parents_in(cands, self.parent, self.train_events, self.n_h, rng)
@@ -186,11 +190,13 @@ class HierarchyTask:
     param_groups = LinkingTask.param_groups
 
 
-def embed_items(encoder, items: Sequence[ModelInput], *, device: str, precision: str = "fp32", batch_size: int = 64) -> np.ndarray:
-    """Vectors of prepared inputs with the shared frozen-inference path (:class:`eventatlas.encode.Encoder`)."""
+def embed_items(encoder, items: Sequence[ModelInput], *, device: str, precision: str = "fp32", batch_size: int = 64,
+                pool: str = REP) -> np.ndarray:
+    """Vectors of prepared inputs with the shared frozen-inference path (:class:`eventatlas.encode.Encoder`);
+    ``pool="trigger"`` averages the marked span of mention inputs."""
     from ..encode import Encoder
 
-    return Encoder(module=encoder, device=device, precision=precision, batch_size=batch_size, progress=False).run(items, REP)
+    return Encoder(module=encoder, device=device, precision=precision, batch_size=batch_size, progress=False).run(items, pool)
 
 
 def retrieve(mention_vecs: np.ndarray, cand_vecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -63,7 +63,7 @@ def ground_text(dataset_dir: str | Path, run_dir: str | Path, text: str, *, vari
     cfg = params.get("config", {})
     enc = MentionEncoder(vdir / "model", max_length=cfg.get("max_length", 128))
     ms = Mentions(["query"], [sentence], [a], [b], [[0]])
-    mv = embed_items(enc, mention_inputs(enc, ms, cache=False), device=device)
+    mv = embed_items(enc, mention_inputs(enc, ms, cache=False), device=device, pool=cfg.get("mention_pool", "sentence"))
     cross = params.get("cross") or {}
     k = min(max(top, int(cfg.get("cross_k", 8))), len(gd.type_ids))
     ids, scores = retrieve(mv, cv, k)

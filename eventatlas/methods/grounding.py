@@ -77,6 +77,7 @@ class CrossTraining(TrainingArgs):
 class GroundingConfig(MethodConfig):
     model_id: Optional[str] = None
     max_length: int = Field(128, ge=16)  # mention input (marked mention + both sides) and candidate input
+    mention_pool: Literal["sentence", "trigger"] = "sentence"  # mean over the window, or over the marked span
     variants: list[Variant] = ["untuned", "baseline", "multilabel", "hp"]
     max_train_mentions: Optional[int] = Field(3000, ge=2)  # seeded subsample of the training split
     max_eval_mentions: Optional[int] = Field(1000, ge=1)  # per evaluation split
@@ -174,7 +175,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
             task = B.LinkingTask(enc, m_items["train"], gd.splits["train"].golds, c_items, gd.parent,
                                  loss="softmax" if variant == "baseline" else "bce",
                                  hjl_weight=cfg.hjl_weight if variant in ("hjl", "hp_hjl") else 0.0, n_h=cfg.n_h,
-                                 train_events=train_events)
+                                 train_events=train_events, mention_pool=cfg.mention_pool)
             res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant).fit()
             result.add_training(res)
             info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
@@ -184,7 +185,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         vecs[variant] = {"candidates": cv}
         k = min(max(max(cfg.ks), cfg.cross_k, cfg.discovery_k), len(gd.type_ids))
         for split in evals:
-            mv = B.embed_items(enc, m_items[split], device=device, batch_size=cfg.eval_batch_size)
+            mv = B.embed_items(enc, m_items[split], device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
             vecs[variant][split] = ranked
             rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, variant)
@@ -238,7 +239,7 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
     sub_tr = type(tr)(*[[getattr(tr, f)[i] for i in pick] for f in ("ids", "sentences", "starts", "ends", "golds")])
     splits = {"train": sub_tr, **{s: gd.splits[s] for s in evals}}
     for s, ms in splits.items():
-        mv = B.embed_items(bi, B.mention_inputs(bi, ms), device=device, batch_size=cfg.eval_batch_size)
+        mv = B.embed_items(bi, B.mention_inputs(bi, ms), device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
         tops[s], _ = B.retrieve(mv, cv, k)
     del bi
     enc = MentionEncoder(out_dir / chosen / "model", max_length=cfg.cross_max_length)  # the pair's length
