@@ -155,7 +155,6 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                      "variants": {}}
     train_events = gd.events_of("train")
     out_dir.mkdir(parents=True, exist_ok=True)
-    vecs: dict[str, dict[str, np.ndarray]] = {}
     best = (None, -1.0)
     for variant in cfg.variants:
         set_seeds(seed)
@@ -182,12 +181,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                              "tokens_per_s": res.tokens_per_s, "precision": res.precision}
         t0 = time.perf_counter()
         cv = B.embed_items(enc, c_items, device=device, batch_size=cfg.eval_batch_size)
-        vecs[variant] = {"candidates": cv}
         k = min(max(max(cfg.ks), cfg.cross_k, cfg.discovery_k), len(gd.type_ids))
         for split in evals:
             mv = B.embed_items(enc, m_items[split], device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
-            vecs[variant][split] = ranked
             rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, variant)
             result.metrics += rows
             if split == "dev":
