@@ -700,6 +700,38 @@ def search(
 
 
 @app.command()
+def ground(
+    dataset: str = typer.Option(..., "--dataset", help="grounding dataset whose events are the candidates"),
+    run: str = typer.Option(..., "--run", help="run id of a finished `grounding` run (or its directory)"),
+    text: str = typer.Option(..., "--text", help='text with the mention in [brackets], e.g. "Police [arrested] him."'),
+    variant: Optional[str] = typer.Option(None, "--variant", help="bi-encoder variant (default: the run's best on dev)"),
+    top: int = typer.Option(8, "--top", help="candidates shown (bi-encoder only)"),
+    device: str = typer.Option("cpu", "--device", help="auto | cpu | cuda | cuda:N"),
+) -> None:
+    """Ground a marked mention to a set of events (hierarchical event grounding): the bi-encoder's
+    ranking, rescored by the run's cross-encoder when it has one (predicted = score >= tau_c)."""
+    from .grounding.link import GroundError, ground_text
+
+    _check_device(device)
+    ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
+    rdir = Path(run) if Path(run).is_dir() else config.runs_dir() / run
+    try:
+        out = ground_text(ddir, rdir, text, variant=variant, top=top, device=device)
+    except GroundError as e:
+        _fail(str(e))
+    how = f"cross-encoder, tau_c = {out['tau_c']:.2f}" if out["cross"] else f"bi-encoder {out['variant']}, top {top}"
+    pred = {r["type_id"] for r in out["predicted"]}
+    t = Table(title=f"{out['mention']!r}: {len(pred) or 'no'} event(s) predicted ({how})")
+    for c in ("predicted", "score", "event", "name"):
+        t.add_column(c, overflow="fold")
+    for r in out["ranked"]:
+        t.add_row("*" if r["type_id"] in pred else "", f"{r['score']:.4f}", r["type_id"], r["name"])
+    console.print(t)
+    if out["cross"] and not pred:
+        console.print("NULL: no candidate reaches tau_c", markup=False)
+
+
+@app.command()
 def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only)")) -> None:
     """Run a read-only SQL query against the warehouse and print a table."""
     import duckdb

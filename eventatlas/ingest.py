@@ -195,7 +195,8 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     existed = out.exists()
     clean_stale_temp(out)
     prev = _previous(out)
-    fingerprint = fingerprint_paths([path])
+    # a reader that reads only some files under ``path`` (framenet_grounding) names them: only those are fingerprinted
+    fingerprint = fingerprint_paths(reader.input_paths(path, **opts) if hasattr(reader, "input_paths") else [path])
     try:
         manifest = _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, fetched,
                           entry, t0, opts)

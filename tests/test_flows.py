@@ -263,6 +263,7 @@ def test_prefect_yaml_deployments():
             assert d["parameters"]["name"] == d["name"]
     assert "train-all/default" in names
     assert "train-all/emr" in names
+    assert "train-all/grounding" in names
     assert {f"ingest/{n}" for n in load_registry()} <= names
 
 

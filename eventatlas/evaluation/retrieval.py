@@ -79,8 +79,8 @@ def _break_ties(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nda
     return ids, scores
 
 
-def rank(queries, corpus, *, k: int | None = None,
-         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+def rank(queries, corpus, *, k: int | None = None, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+         normalize: bool = True) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
     """Exact cosine ranking of ``corpus`` (N, d) for every query (see :func:`query_vectors`).
 
     Yields ``(query_slice, ids, scores)`` per batch of queries: ``ids`` (B, k) int64 corpus indices
@@ -88,10 +88,16 @@ def rank(queries, corpus, *, k: int | None = None,
     to N, the full ranking that MAP needs: that is one BLAS product per batch and a stable argsort
     (faiss's search with k = N keeps a k-heap per query and measured 3.4x slower at N = 100k).
     A top-k (k < N) is a faiss ``IndexFlatIP`` search; which of several items tied at the k-th
-    score makes the cut is then faiss's choice.
+    score makes the cut is then faiss's choice. ``normalize=False`` ranks by the raw dot product of
+    (Q, d) queries and the corpus (bi-encoders trained on dot scores, e.g. grounding).
     """
-    X = unit_rows(corpus, "corpus")
-    Q = query_vectors(queries)
+    if normalize:
+        X, Q = unit_rows(corpus, "corpus"), query_vectors(queries)
+    else:
+        X = np.ascontiguousarray(np.asarray(corpus, dtype=np.float32))
+        Q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
+        if X.ndim != 2 or Q.ndim != 2:
+            raise ValueError(f"normalize=False takes (Q, d) queries and an (N, d) corpus, got {Q.shape} and {X.shape}")
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"queries have dimension {Q.shape[1]} but the corpus has {X.shape[1]}")
     n = X.shape[0]

@@ -31,6 +31,11 @@ SPECS: dict[str, MethodSpec] = {
         applies_to=frozenset({"event_cooccurrence"}), tasks=("similarity", "training"), gpu="advised",
         description="SWCC event representations (Gao et al. 2022): weakly supervised multi-positive InfoNCE + "
                     "prototypes + MLM on event co-occurrence; scored on hard similarity, transitive, MCNC"),
+    "grounding": MethodSpec(
+        name="grounding", config="eventatlas.methods.grounding:GroundingConfig", run="eventatlas.methods.grounding:run",
+        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised",
+        description="hierarchical event grounding (Ou et al. 2023): bi-encoder variants (BLINK, multi-label, HP, HJL), "
+                    "cross-encoder with a dev-tuned threshold, hierarchy discovery"),
 }
 REGISTRY = SPECS  # name -> spec
 

@@ -12,6 +12,7 @@ REGISTRY: dict[str, str] = {
     "maven_sentences": "eventatlas.readers.maven_sentences",
     "framenet": "eventatlas.readers.framenet",
     "framenet_jsonl": "eventatlas.readers.framenet_jsonl",
+    "framenet_grounding": "eventatlas.readers.framenet_grounding",
     "ontoevent": "eventatlas.readers.ontoevent",
     "wikievents": "eventatlas.readers.wikievents",
     "hard_similarity": "eventatlas.readers.hard_similarity",

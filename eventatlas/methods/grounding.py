@@ -1,0 +1,285 @@
+"""``grounding``: hierarchical event grounding (Ou et al. 2023) for ``train-all``.
+
+On a grounding dataset (the wiki builder's ``wikigrounding`` or the FrameNet benchmark
+``framenet_grounding``): train the bi-encoder variants (internals in :mod:`eventatlas.grounding`) on the
+training split and score each on dev and test (zero-shot: no dev/test event is seen in training):
+
+* ``untuned``   the encoder before training (same inputs, dot score);
+* ``baseline``  BLINK in-batch softmax, one gold (the atomic event);
+* ``multilabel`` in-batch BCE, every gold a positive;
+* ``hp``        multilabel after HP: the encoder (+ ComplEx head) pre-trained on the hierarchy loss;
+* ``hjl``       multilabel + the hierarchy loss jointly every step;
+* ``hp_hjl``    both.
+
+Metrics (task ``grounding``, variant = the above): Recall@k (all golds in the top k), Recall@min,
+strict accuracy of the top-|gold|, the atomic-only upper bound; hierarchy discovery Recall@k from each
+variant's top-4 (``discovery_recall@k``). With ``cross_encoder``, a cross-encoder is trained over the top-8
+of the best variant on dev (gold-forced) and scored with the dev-tuned threshold tau_c (variant
+``cross:<bi-encoder variant>``: strict accuracy, micro/macro P/R/F1). Each variant's model and candidate
+vectors are kept for ``eventatlas ground``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import Field
+
+from ..io import atomic_write_json
+from ..training.args import TrainingArgs
+from .base import MethodResult, NotApplicable
+from .spec import MethodConfig, merge_defaults
+
+log = logging.getLogger(__name__)
+
+NAME = "grounding"
+Variant = Literal["untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"]
+TRAINED = ("baseline", "multilabel", "hp", "hjl", "hp_hjl")
+
+
+class GroundingTraining(TrainingArgs):
+    """Bi-encoder training (paper: lr 2e-5 ... here 1 epoch by default for CPU budgets)."""
+
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(32, ge=2)
+    lr: float = Field(2e-5, gt=0)
+    head_lr: Optional[float] = Field(1e-3, gt=0)
+    schedule: Literal["constant", "linear", "cosine"] = "linear"
+    checkpoints: bool = False
+    plot: bool = True
+
+
+class HPTraining(TrainingArgs):
+    """HP pre-training on the hierarchy loss (a few passes over the training trees)."""
+
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(8, ge=1)
+    lr: float = Field(2e-5, gt=0)
+    head_lr: Optional[float] = Field(1e-3, gt=0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    checkpoints: bool = False
+    plot: bool = False
+
+
+class CrossTraining(TrainingArgs):
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(4, ge=1)  # mentions per batch (x k pairs)
+    lr: float = Field(2e-5, gt=0)
+    head_lr: Optional[float] = Field(1e-3, gt=0)
+    checkpoints: bool = False
+    plot: bool = True
+
+
+class GroundingConfig(MethodConfig):
+    model_id: Optional[str] = None
+    max_length: int = Field(128, ge=16)  # mention input (marked mention + both sides) and candidate input
+    mention_pool: Literal["sentence", "trigger"] = "sentence"  # mean over the window, or over the marked span
+    variants: list[Variant] = ["untuned", "baseline", "multilabel", "hp"]
+    max_train_mentions: Optional[int] = Field(3000, ge=2)  # seeded subsample of the training split
+    max_eval_mentions: Optional[int] = Field(1000, ge=1)  # per evaluation split
+    eval_splits: list[Literal["dev", "test"]] = ["dev", "test"]
+    ks: list[int] = [1, 4, 8, 16]
+    n_h: int = Field(8, ge=1)  # sampled parents per batch for the hierarchy loss
+    hjl_weight: float = Field(1.0, gt=0)
+    discovery_k: int = Field(4, ge=1)
+    cross_encoder: bool = False
+    cross_k: int = Field(8, ge=2)
+    cross_max_length: int = Field(160, ge=32)
+    cross_mention_length: int = Field(64, ge=16)
+    max_cross_train_mentions: Optional[int] = Field(1000, ge=2)
+    eval_batch_size: int = Field(64, ge=1)
+    keep_models: bool = True
+    train: GroundingTraining = Field(default_factory=GroundingTraining)
+    hp: HPTraining = Field(default_factory=HPTraining)
+    cross: CrossTraining = Field(default_factory=CrossTraining)
+
+
+def _encoder(cfg: GroundingConfig):
+    from ..grounding.biencoder import add_markers
+    from ..modeling import MentionEncoder
+
+    enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
+    add_markers(enc)
+    return enc
+
+
+def _eval_rows(gd, split, ranked, scores, cfg, ctx, variant) -> list[dict]:
+    from ..evaluation.grounding import evaluate_grounding
+    from ..grounding.discovery import discovery_scores
+    from ..evaluation.base import metric_rows
+
+    golds = gd.splits[split].golds
+    rows = evaluate_grounding([list(r) for r in ranked], golds, scores=[list(s) for s in scores], ks=cfg.ks,
+                              split=split, variant=variant, **ctx)
+    events = sorted(gd.events_of(split))
+    try:
+        disc = discovery_scores(ranked, gd.parent, events, k_retrieve=cfg.discovery_k, ks=cfg.ks)
+        rows += metric_rows(disc, task="grounding", split=split, variant=variant, **ctx)
+    except ValueError:
+        pass
+    return rows
+
+
+def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: GroundingConfig | None = None,
+        resume: bool = False, **params: Any) -> MethodResult:
+    import torch
+
+    from ..data import Manifest, protocol_for
+    from ..device import resolve_device
+    from ..grounding import biencoder as B
+    from ..grounding.data import load, setting
+    from ..runinfo import set_seeds
+    from ..training import Trainer
+
+    cfg = config if config is not None else GroundingConfig.model_validate(params)
+    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    cfg = merge_defaults(cfg, protocol_for(man, NAME, "grounding"))
+    if "grounding" not in man.kinds():
+        raise NotApplicable(f"{dataset_dir}: not a grounding dataset (label sets over an event_types hierarchy)")
+    device = resolve_device(cfg.device)
+    caps = {"train": cfg.max_train_mentions, **{s: cfg.max_eval_mentions for s in cfg.eval_splits}}
+    gd = load(dataset_dir, max_mentions=caps, seed=seed, splits=("train", *cfg.eval_splits))
+    if len(gd.splits["train"]) < 2:
+        raise NotApplicable(f"{dataset_dir}: {len(gd.splits['train'])} training mention(s); grounding needs 2 or more")
+    evals = [s for s in cfg.eval_splits if len(gd.splits[s])]
+    if not evals:
+        raise NotApplicable(f"{dataset_dir}: no mention in {cfg.eval_splits}")
+    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "setting": setting(gd), "representation": "marked"}
+    result = MethodResult()
+    result.params = {"method": NAME, "dataset": man.dataset, "selection": gd.record, "config": cfg.model_dump(mode="json"),
+                     "variants": {}}
+    train_events = gd.events_of("train")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    best = (None, -1.0)
+    for variant in cfg.variants:
+        set_seeds(seed)
+        vdir = out_dir / variant
+        enc = _encoder(cfg)
+        m_items = {s: B.mention_inputs(enc, gd.splits[s]) for s in ("train", *evals)}
+        c_items = B.candidate_inputs(enc, gd)
+        hier = variant in ("hp", "hjl", "hp_hjl")
+        model = B.BiEncoder(enc, hierarchy=hier)
+        info: dict[str, Any] = {}
+        if variant in ("hp", "hp_hjl"):
+            task = B.HierarchyTask(enc, c_items, gd.parent, train_events, n_h=cfg.n_h)
+            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed, phase=f"{variant}/hp").fit()
+            result.add_training(res)
+            info["hp"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s}
+        if variant in TRAINED:
+            task = B.LinkingTask(enc, m_items["train"], gd.splits["train"].golds, c_items, gd.parent,
+                                 loss="softmax" if variant == "baseline" else "bce",
+                                 hjl_weight=cfg.hjl_weight if variant in ("hjl", "hp_hjl") else 0.0, n_h=cfg.n_h,
+                                 train_events=train_events, mention_pool=cfg.mention_pool)
+            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant).fit()
+            result.add_training(res)
+            info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
+                             "tokens_per_s": res.tokens_per_s, "precision": res.precision}
+        t0 = time.perf_counter()
+        cv = B.embed_items(enc, c_items, device=device, batch_size=cfg.eval_batch_size)
+        k = min(max(max(cfg.ks), cfg.cross_k, cfg.discovery_k), len(gd.type_ids))
+        for split in evals:
+            mv = B.embed_items(enc, m_items[split], device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
+            ranked, scores = B.retrieve(mv, cv, k)
+            rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, variant)
+            result.metrics += rows
+            if split == "dev":
+                r = next(x["value"] for x in rows if x["metric"] == "recall_at_min")
+                if variant != "untuned" and r > best[1]:
+                    best = (variant, r)
+        info["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        if cfg.keep_models:
+            enc.save(vdir / "model")
+            np.save(vdir / "candidate_vectors.npy", cv)
+        result.params["variants"][variant] = info
+        del model, enc
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    chosen = best[0] or next((v for v in cfg.variants if v != "untuned"), cfg.variants[0])
+    result.params["best_on_dev"] = chosen
+    if cfg.cross_encoder and chosen in TRAINED:
+        _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result)
+    atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
+    result.add_artifact("grounding/params", out_dir / "grounding.json")
+    return result
+
+
+def _sha(xs) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(xs).encode()).hexdigest()[:16]
+
+
+def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
+    """Cross-encoder over the chosen bi-encoder's top-k (see the module docstring)."""
+    from ..evaluation.grounding import evaluate_grounding
+    from ..grounding import biencoder as B
+    from ..grounding import crossencoder as X
+    from ..modeling import MentionEncoder
+    from ..runinfo import set_seeds
+    from ..training import Trainer
+
+    set_seeds(seed)
+    bi = MentionEncoder(out_dir / chosen / "model", max_length=cfg.max_length)
+    cv = np.load(out_dir / chosen / "candidate_vectors.npy")
+    rng = np.random.default_rng(seed)
+    tr = gd.splits["train"]
+    n = len(tr)
+    pick = np.arange(n) if cfg.max_cross_train_mentions is None or n <= cfg.max_cross_train_mentions else \
+        np.sort(rng.choice(n, size=cfg.max_cross_train_mentions, replace=False))
+    k = min(cfg.cross_k, len(gd.type_ids))
+    tops: dict[str, np.ndarray] = {}
+    sub_tr = type(tr)(*[[getattr(tr, f)[i] for i in pick] for f in ("ids", "sentences", "starts", "ends", "golds")])
+    splits = {"train": sub_tr, **{s: gd.splits[s] for s in evals}}
+    for s, ms in splits.items():
+        mv = B.embed_items(bi, B.mention_inputs(bi, ms), device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
+        tops[s], _ = B.retrieve(mv, cv, k)
+    del bi
+    enc = MentionEncoder(out_dir / chosen / "model", max_length=cfg.cross_max_length)  # the pair's length
+    c_items = B.candidate_inputs(enc, gd)
+    m_budget = min(cfg.cross_mention_length, enc.max_length // 2) - 2  # the mention side of a pair
+
+    def pairs(split, forced):
+        ms = splits[split]
+        m_items = B.mention_inputs(enc, ms, budget=m_budget)
+        out, lab, lists = [], [], []
+        for i, row in enumerate(tops[split]):
+            cands = X.force_golds(row.tolist(), ms.golds[i]) if forced else row.tolist()
+            lists.append(cands)
+            out.append([X.pair_input(m_items[i], c_items[c], enc.max_length) for c in cands])
+            lab.append([1.0 if c in ms.golds[i] else 0.0 for c in cands])
+        return out, lab, lists
+
+    p_tr, y_tr, _ = pairs("train", True)
+    model = X.CrossEncoder(enc)
+    res = Trainer(model, X.CrossTask(enc, p_tr, y_tr), cfg.cross.model_copy(update={"device": device}), out_dir / "cross",
+                  seed=seed, phase=f"cross:{chosen}").fit()
+    result.add_training(res)
+    info = {"bi_encoder": chosen, "train_mentions": len(p_tr), "steps": res.steps, "seconds": res.seconds,
+            "mentions_per_s": res.examples_per_s, "pairs_per_s": res.examples_per_s * k}
+    scored = {}
+    for s in evals:
+        p, _, lists = pairs(s, False)
+        t0 = time.perf_counter()
+        sc = X.score_pairs(model, p, device=device)
+        info[f"{s}_inference_pairs_per_s"] = round(sum(len(x) for x in p) / max(time.perf_counter() - t0, 1e-9), 2)
+        scored[s] = (np.array(lists), sc)
+    tau, dev_vals = X.tune_threshold(*scored["dev"], gd.splits["dev"].golds) if "dev" in scored else (0.5, {})
+    info["tau_c"], info["dev_at_tau"] = tau, dev_vals
+    for s, (lists, sc) in scored.items():
+        order = np.argsort(-sc, axis=1, kind="stable")
+        ranked = np.take_along_axis(lists, order, 1)
+        ss = np.take_along_axis(sc, order, 1)
+        result.metrics += evaluate_grounding([list(r) for r in ranked], gd.splits[s].golds, scores=[list(x) for x in ss],
+                                             threshold=tau, ks=[x for x in cfg.ks if x <= k], split=s, variant=f"cross:{chosen}",
+                                             **ctx)
+    if cfg.keep_models:
+        enc.save(out_dir / "cross" / "model")
+        import torch
+
+        torch.save(model.head.state_dict(), out_dir / "cross" / "head.pt")
+    result.params["cross"] = info

@@ -1,0 +1,144 @@
+"""Grounding model pieces on hand-made cases (issue 12): gold forcing, tau_c, hierarchy discovery h(e_i, e_j),
+mention markers, dot-product retrieval; and the method end to end on the FrameNet benchmark sample."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from eventatlas.grounding.crossencoder import force_golds, pair_input, tune_threshold
+from eventatlas.grounding.data import MARKERS, Mentions
+from eventatlas.grounding.discovery import discovery_scores, h_scores, rank_parents, retrieved_sets
+from eventatlas.modeling.inputs import ModelInput
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def test_force_golds_replaces_the_lowest_negatives():
+    ranked = [5, 3, 9, 1, 7, 2, 8, 4]
+    # golds 11 and 12 were not retrieved: they take the places of the two lowest-scoring negatives (4, then 8)
+    assert force_golds(ranked, [3, 11, 12]) == [5, 3, 9, 1, 7, 2, 12, 11]
+    assert force_golds(ranked, [3, 4]) == ranked  # all golds present: unchanged
+    assert force_golds([1, 2], [7, 8, 9]) == [7, 8]  # more golds than k: the first k golds
+    assert len(force_golds(ranked, [20, 21, 22, 23])) == 8
+
+
+def test_pair_input_truncates_the_candidate_side():
+    m = ModelInput([101, 5, 6, 102], [2], [])
+    c = ModelInput([101, 7, 8, 9, 10, 102], [], [])
+    assert pair_input(m, c, 20).ids == [101, 5, 6, 102, 7, 8, 9, 10, 102]
+    p = pair_input(m, c, 7)
+    assert p.ids == [101, 5, 6, 102, 7, 8, 102] and p.target == [0]  # [CLS] pooled, final [SEP] kept
+
+
+def test_tune_threshold_picks_the_best_strict_accuracy():
+    cands = np.array([[1, 2, 3], [4, 5, 6]])
+    scores = np.array([[0.9, 0.6, 0.2], [0.8, 0.3, 0.1]])
+    tau, vals = tune_threshold(scores, cands, [[1, 2], [4]], grid=[0.1, 0.5, 0.7])
+    assert tau == 0.5 and vals["strict_acc"] == 1.0  # 0.5 keeps {1, 2} and {4}
+    tau, vals = tune_threshold(scores, cands, [[1], [4]], grid=[0.1, 0.5, 0.7])
+    assert tau == 0.7 and vals["strict_acc"] == 1.0
+
+
+TOPK = np.array([[1, 0, 4, 5], [1, 0, 2, 5], [2, 4, 0, 5], [3, 1, 5, 4], [3, 5, 2, 4]])
+PARENT = np.array([-1, 0, 0, 1, -1, -1, 0])  # 1 -> 0, 2 -> 0, 3 -> 1, 6 -> 0 (6: retrieved by no mention)
+
+
+def test_h_on_a_hand_made_retrieval():
+    sets = retrieved_sets(TOPK, 4)
+    assert sets[0] == {0, 1, 2} and sets[1] == {0, 1, 3} and sets[3] == {3, 4} and 6 not in sets
+    h = h_scores(sets)
+    # h(1, 0) = |{0,1,3} & {0,1,2}| / |{0,1,3}| = 2/3 ; h(0, 1) = 2/3 too here ; h(3, 1) = |{3,4} & {0,1,3}| / 2 = 1/2
+    assert h[1][0] == pytest.approx(2 / 3) and h[3][1] == pytest.approx(0.5) and h[1][5] == pytest.approx(1.0)
+    assert h[4][3] == pytest.approx(2 / 4) and h[3][4] == pytest.approx(1.0)  # asymmetric: |M_i| differs
+    assert 0 not in h[3]  # no shared mention, no score
+    # ties (h(1,0) = h(1,4) = 2/3) broken by candidate index
+    assert rank_parents(h, 1) == [5, 0, 4, 2, 3]
+    assert rank_parents(h, 3) == [4, 5, 1, 2]
+
+
+def test_discovery_recall_counts_unlinked_events_as_misses():
+    s = discovery_scores(TOPK, PARENT, [1, 2, 3, 4, 6], k_retrieve=4, ks=(1, 2, 4))
+    # non-root events 1, 2, 3, 6: gold parents ranked 2nd, 2nd, 3rd, and absent (6 is never retrieved)
+    assert s["discovery_recall@1"] == 0.0
+    assert s["discovery_recall@2"] == pytest.approx(2 / 4)
+    assert s["discovery_recall@4"] == pytest.approx(3 / 4)
+    assert s["discovery_events"] == 4 and s["discovery_linked"] == pytest.approx(3 / 4)
+
+
+def test_mention_markers_wrap_the_span():
+    m = Mentions(["a"], ["Police arrested him ."], [7], [15], [[0]])
+    texts, a, b = m.marked()
+    assert texts[0] == f"Police {MARKERS[0]} arrested {MARKERS[1]} him ."
+    assert texts[0][a[0]:b[0]] == f"{MARKERS[0]} arrested {MARKERS[1]}"
+
+
+def test_dot_product_retrieval_is_not_cosine():
+    from eventatlas.grounding.biencoder import retrieve
+
+    cands = np.array([[1.0, 0.0], [10.0, 1.0], [0.0, 1.0]], dtype=np.float32)
+    ids, scores = retrieve(np.array([[1.0, 0.2]], dtype=np.float32), cands, 2)
+    assert ids.tolist() == [[1, 0]] and scores[0].tolist() == pytest.approx([10.2, 1.0])  # cosine would rank 0 first
+
+
+@pytest.fixture(scope="module")
+def sample_world(tmp_path_factory):
+    from eventatlas.config import samples_dir
+    from eventatlas.ingest import ingest
+    from tiny_models import tiny_bert
+
+    root = tmp_path_factory.mktemp("grounding")
+    ingest("framenet_grounding", samples_dir() / "framenet_grounding", out_dir=root / "fng", dataset="fng", progress=False)
+    texts = pq.read_table(root / "fng" / "mentions.parquet")["sentence"].to_pylist()
+    texts += [f"{r['name']} {r['definition']}" for r in pq.read_table(root / "fng" / "event_types.parquet").to_pylist()]
+    return root, tiny_bert(root, texts)
+
+
+def test_method_runs_every_variant_and_the_cross_encoder(sample_world, monkeypatch):
+    from eventatlas.methods import SPECS
+
+    root, model = sample_world
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
+    spec = SPECS["grounding"]
+    cfg = spec.validate({"model_id": str(model), "variants": ["untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"],
+                         "cross_encoder": True, "device": "cpu", "cross_k": 4, "ks": [1, 4], "mention_pool": "trigger",
+                         "train": {"epochs": 1, "batch_size": 4}, "hp": {"epochs": 1}})
+    res = spec.runner()(root / "fng", root / "run", seed=0, config=cfg)
+    rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}
+    for v in ("untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"):
+        for split in ("dev", "test"):
+            assert 0 <= rows[(v, split, "recall_at_min")] <= 1 and (v, split, "recall@4") in rows
+    cross = f"cross:{res.params['best_on_dev']}"
+    assert {(cross, "test", m) for m in ("strict_acc", "micro_f1", "macro_f1")} <= set(rows)
+    assert 0.05 <= res.params["cross"]["tau_c"] <= 0.95
+    assert all(r["task"] == "grounding" for r in res.metrics)
+    # the hierarchy loss ran in HJL (a logged term), HP pre-trained first (its own phase)
+    import pandas as pd
+
+    steps = pd.concat([pd.read_parquet(p) for p in res.train_steps])
+    assert {"hp/hp", "hp_hjl/hp", "hjl", "cross:" + res.params["best_on_dev"]} <= set(steps.phase)
+    assert any("hierarchy" in dict(t) for t in steps[steps.phase == "hjl"].terms)
+    assert (root / "run" / "multilabel" / "model" / "config.json").exists()
+
+
+def test_ground_command_bad_input_one_line_each(eventatlas_env):
+    from typer.testing import CliRunner
+
+    from eventatlas import config
+    from eventatlas.cli import app
+
+    run = config.runs_dir() / "grounding-x"
+    run.mkdir(parents=True)
+    (run / "grounding.json").write_text('{"dataset": "nocands", "best_on_dev": "multilabel"}')
+    ds = config.datasets_dir() / "nocands"
+    ds.mkdir(parents=True)
+    (ds / "manifest.json").write_text('{"dataset": "nocands"}')
+    cases = [(["--run", "grounding-x", "--text", "no marked mention"], "no trigger marked with [brackets]"),
+             (["--run", "grounding-nope", "--text", "Police [arrested] him ."], "unknown run 'grounding-nope'"),
+             (["--run", "grounding-x", "--text", "Police [arrested] him ."], "has no candidates")]
+    for args, msg in cases:
+        r = CliRunner().invoke(app, ["ground", "--dataset", "nocands", *args])
+        assert r.exit_code != 0 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
