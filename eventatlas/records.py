@@ -150,6 +150,33 @@ def load_train_log(record: Mapping[str, Any], key: str) -> pa.Table | None:
     return pq.read_table(p)
 
 
+def ingest_record(manifest: Mapping[str, Any], params: Mapping[str, Any], started_at: str,
+                  runs_dir: str | os.PathLike | None = None) -> Path:
+    """Write the run record of an ingest (its tables and manifest as artifacts) and return its path;
+    the publish path lands it (the ``ingest`` flow and the CLI's direct path alike).
+    ``manifest``: what :func:`eventatlas.ingest.ingest` returned, ``dataset_dir`` added."""
+    from . import config
+    from .runinfo import new_run_id
+
+    ddir = Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
+    ds = manifest.get("dataset") or ddir.name
+    run_id = new_run_id(f"ingest-{ds}")
+    rows = manifest.get("rows") or {}
+    arts = [{"kind": f"table/{p.stem}", "path": str(p), "rows": rows.get(p.stem), "sha256": sha256_file(p)}
+            for p in sorted(ddir.glob("*.parquet"))]
+    arts.append({"kind": "manifest", "path": str(ddir / "manifest.json"), "rows": None,
+                 "sha256": sha256_file(ddir / "manifest.json")})
+    record = {
+        "run": {"run_id": run_id, "flow": "ingest", "task": "ingest", "method": None, "params": dict(params),
+                "code_version": code_version(), "data_fingerprints": {ds: data_fingerprint(ddir)}, "seed": None,
+                "started_at": started_at, "finished_at": utcnow().isoformat(), "status": "completed",
+                "device": device_info()},
+        "metrics_path": None,
+        "artifacts": arts,
+    }
+    return write_record(Path(runs_dir or config.runs_dir()) / run_id, record)
+
+
 def data_fingerprint(dataset_dir: str | os.PathLike) -> str:
     """What a run records about its data (:meth:`eventatlas.data.Manifest.data_fingerprint`)."""
     from .data import Manifest
