@@ -170,7 +170,7 @@ def ingest_record(manifest: Mapping[str, Any], params: Mapping[str, Any], starte
         "run": {"run_id": run_id, "flow": "ingest", "task": "ingest", "method": None, "params": dict(params),
                 "code_version": code_version(), "data_fingerprints": {ds: data_fingerprint(ddir)}, "seed": None,
                 "started_at": started_at, "finished_at": utcnow().isoformat(), "status": "completed",
-                "device": device_info()},
+                "device": device_info(import_torch=False)},
         "metrics_path": None,
         "artifacts": arts,
     }
