@@ -2,6 +2,7 @@
 flows (the core package stays Prefect-free; ``--help`` stays fast)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -9,7 +10,7 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import click
 import typer
@@ -181,6 +182,17 @@ def use_prefect() -> bool:
     return mode == "always" or (mode == "auto" and prefect_api_configured())
 
 
+@contextlib.contextmanager
+def _prefect_guard() -> Iterator[None]:
+    """Around every flow the CLI runs (`flows.runtime.guarded`): the temporary Prefect server dies with
+    this process (kill -9 included), and flow runs of earlier CLI processes that are gone are marked
+    crashed first (one warning line each)."""
+    from flows.runtime import guarded
+
+    with guarded(print_warning):
+        yield
+
+
 def _check_device(device: str) -> None:
     """Refuse an unavailable device before any flow starts."""
     from .device import DeviceUnavailable, resolve_device
@@ -244,7 +256,8 @@ def ingest(
         if use_prefect():
             from flows.ingest import ingest as ingest_flow
 
-            man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+            with _prefect_guard():
+                man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
         else:
             man = _ingest_direct(name, str(path) if path else None, download, dataset, opts or None)
     except (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # names file and record
@@ -353,7 +366,8 @@ def embed(
     _check_device(device)
     from flows.embed import embed as embed_flow
 
-    out = embed_flow(dataset, _split(representation), model, {"device": device})
+    with _prefect_guard():
+        out = embed_flow(dataset, _split(representation), model, {"device": device})
     print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
 
 
@@ -372,7 +386,9 @@ def cluster(
     _check_device(device)
     from flows.cluster import cluster as cluster_flow
 
-    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device), markup=False)
+    with _prefect_guard():
+        assignments = cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device)
+    console.print(assignments, markup=False)
 
 
 @app.command("train-all")
@@ -413,8 +429,9 @@ def train_all(
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report,
-               runner=runner)
+    with _prefect_guard():
+        out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume,
+                   report=report, runner=runner)
     queued = out.get("queued") or []
     console.print(f"{out['runs'] - len(queued)} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
     if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
@@ -528,8 +545,9 @@ def build_wikievents(
                "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
     from flows.build_wikievents import build_wikievents as flow
 
-    man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
-               languages=_split(languages), params=p)
+    with _prefect_guard():
+        man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
+                   languages=_split(languages), params=p)
     console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str),
                   markup=False)
 
@@ -702,7 +720,8 @@ def publish(
         if use_prefect():
             from flows.publish import publish as flow
 
-            out = flow([str(r) for r in records])
+            with _prefect_guard():
+                out = flow([str(r) for r in records])
         else:
             from .publishing import publish_records
 
@@ -841,7 +860,8 @@ def demo(
         mans = run_samples()
         mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
         console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
-        out = flow(params=p)
+        with _prefect_guard():
+            out = flow(params=p)
         console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
         _leaderboard(run_ids=_run_ids(out))
         console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
