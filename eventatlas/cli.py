@@ -297,7 +297,7 @@ def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Opti
     out = publish_records([rec], warn=print_warning)
     if out.queued:
         print_warning(f"the ingest landed in {man['dataset_dir']}; its run record waits in "
-                    f"{pending_dir(out.warehouse)} (`eventatlas publish --pending`)")
+                      f"{pending_dir(out.warehouse)} (`eventatlas publish --pending`)")
     return man
 
 

@@ -75,11 +75,9 @@ class PublishOutcome:
                 "views": self.views, "warehouse": self.warehouse}
 
 
-def busy_message(wh: Warehouse) -> Callable[[str], str]:
-    def msg(holder: str) -> str:
-        return (f"warehouse {wh.path} is busy (held by pid {holder}, e.g. an open duckdb session); "
-                f"waiting up to {wh.lock_timeout:.0f}s (EVENTATLAS_LOCK_TIMEOUT) before queuing the run")
-    return msg
+def busy_message(wh: Warehouse, holder: str) -> str:
+    return (f"warehouse {wh.path} is busy (held by pid {holder}, e.g. an open duckdb session); "
+            f"waiting up to {wh.lock_timeout:.0f}s (EVENTATLAS_LOCK_TIMEOUT) before queuing the run")
 
 
 def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path: str | os.PathLike | None = None,
@@ -97,7 +95,7 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
     from . import config
 
     warn = warn or log.warning
-    wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh)(holder)))
+    wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
     out = PublishOutcome(warehouse=str(wh.path))
     given = [(str(Path(p).resolve()), read_record(p)) for p in record_paths]  # bad records fail here
     for _, rec in given:  # and bad rows too, before any lock is taken or anything is queued
