@@ -172,3 +172,32 @@ def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, mo
         assert landed["from_queue"] == [run_id]
         publish([])
     assert _counts(wh, run_id) == (1, 1) and not pending_runs(wh.path)
+
+
+def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
+    from eventatlas.publishing import queue_run
+
+    runs = eventatlas_env / "runs"
+    a, b, c = (_record(runs, n) for n in ("qa", "qb", "qc"))
+    queue_run(wh.path, b, "qb", "busy")
+    queue_run(wh.path, a, "qa", "busy")
+    (pending_dir(wh.path) / "junk.json").write_text("{not json", encoding="utf-8")  # unreadable: skipped
+    assert [e["run_id"] for e in pending_runs(wh.path)] == ["qb", "qa"]  # oldest first
+    assert publish_records([c], include_pending=False).published == ["qc"]  # the queue left alone
+    assert len(pending_runs(wh.path)) == 2 and _counts(wh, "qa") == (0, 0)
+    out = publish_records([a])  # a queued run given again lands once, and leaves the queue
+    assert out.published == ["qb", "qa"] and out.from_queue == ["qb", "qa"] and not pending_runs(wh.path)
+    assert _counts(wh, "qa") == (1, 2) and _counts(wh, "qb") == (1, 2)
+
+
+def test_bad_record_fails_before_anything_is_queued_or_written(wh, eventatlas_env):
+    from eventatlas.records import RecordError
+
+    good = _record(eventatlas_env / "runs", "good")
+    bad = eventatlas_env / "runs" / "bad" / "run.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"run": {}}', encoding="utf-8")
+    with Holder(wh.path):
+        with pytest.raises(RecordError, match="not a run record"):
+            publish_records([good, bad], warn=lambda m: None)
+    assert not pending_runs(wh.path) and _counts(wh, "good") == (0, 0)
