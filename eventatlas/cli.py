@@ -279,10 +279,17 @@ def ingest(
         console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
 
 
+# as the ingest task's Prefect retries (tasks/ingest.py::ingest_task_for)
+DIRECT_DOWNLOAD_RETRY_DELAYS = (10, 30, 90)
+
+
 def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Optional[str],
                    opts: Optional[dict]) -> dict:
     """What the `ingest` flow does, without Prefect: the core ingest, its run record, and the
     publish path (queued when the warehouse is busy), for a one-shot command with no Prefect API."""
+    import time
+
+    from .download import DownloadFailed
     from .ingest import ingest as core_ingest
     from .ingest import with_dataset_dir
     from .publishing import pending_dir, publish_records
@@ -290,8 +297,17 @@ def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Opti
     from .runinfo import utcnow
 
     started = utcnow().isoformat()
-    man = with_dataset_dir(core_ingest(name, path, dataset=dataset, download=download, **(opts or {})),
-                           dataset or name)
+    delays = list(DIRECT_DOWNLOAD_RETRY_DELAYS) if download else []
+    while True:  # the flow's task retries (tasks/ingest.py): a transient download failure only
+        try:
+            man = core_ingest(name, path, dataset=dataset, download=download, **(opts or {}))
+            break
+        except DownloadFailed as e:
+            if not e.transient or not delays:
+                raise
+            print_warning(f"download failed ({e}); trying again in {delays[0]} s")
+            time.sleep(delays.pop(0))
+    man = with_dataset_dir(man, dataset or name)
     rec = ingest_record(man, {"name": name, "path": path, "download": download, "dataset": dataset,
                               "opts": opts or {}}, started)
     out = publish_records([rec], warn=print_warning)

@@ -101,3 +101,28 @@ def test_ingest_with_an_api_goes_through_the_prefect_flow(clean_env, monkeypatch
     assert "ingest" in names
     runs = Warehouse().query("SELECT flow, status, data_fingerprints FROM runs")
     assert runs.flow.tolist() == ["ingest"] and '"viaflow"' in runs.data_fingerprints[0]
+
+
+def test_direct_ingest_retries_a_transient_download_failure_like_the_task(clean_env, monkeypatch):
+    import eventatlas.ingest as core
+    from eventatlas import cli
+    from eventatlas.download import DownloadFailed
+
+    calls, slept = [], []
+    real = core.ingest
+
+    def flaky(name, path, **kw):
+        calls.append(kw["download"])
+        if len(calls) < 3:
+            raise DownloadFailed("HTTP 503 from the mirror", transient=True)
+        return real(name, SAMPLE, dataset=kw["dataset"])
+
+    monkeypatch.setattr(core, "ingest", flaky)
+    monkeypatch.setattr("time.sleep", slept.append)
+    man = cli._ingest_direct("maven", None, True, "dl", None)
+    assert man["dataset"] == "dl" and len(calls) == 3 and slept == [10, 30]
+    calls.clear()
+    monkeypatch.setattr(core, "ingest", lambda *a, **k: (_ for _ in ()).throw(DownloadFailed("bad sum", transient=False)))
+    with pytest.raises(DownloadFailed, match="bad sum"):  # final: no retry
+        cli._ingest_direct("maven", None, True, "dl2", None)
+    assert slept == [10, 30]
