@@ -46,7 +46,7 @@ def queue_run(warehouse_path: str | os.PathLike, record_path: str | os.PathLike,
 def pending_runs(warehouse_path: str | os.PathLike) -> list[dict[str, Any]]:
     """Queued runs of ``warehouse_path``, oldest first (``entry`` = the queue file)."""
     out = []
-    for p in pending_dir(warehouse_path).glob("*.json"):
+    for p in sorted(pending_dir(warehouse_path).glob("*.json")):
         try:
             e = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):

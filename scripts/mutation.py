@@ -6,7 +6,8 @@ publish and the row checks publish calls), with ``eventatlas/publishing.py``.
 
     python scripts/mutation.py [--sample D] [--survivors-of DIR] [--summary] [http|io|publish ...]
 
-``--sample 0`` runs only mutants whose number ends in 0 (a systematic 10% sample; the same mutants
+``--sample 1`` runs only mutants whose number ends in 1 (1, 11, 21, ...: every mutated function is in it; a
+systematic ~10% sample; the same mutants
 every time, so before/after compare like with like). ``--survivors-of DIR`` re-runs only the mutants
 that survived (or had no test) in another checkout's finished run, after copying its results here:
 adding tests can only kill more, so this gives the after-figures at the cost of the survivors alone.
