@@ -9,7 +9,7 @@ publish and the row checks publish calls), with ``eventatlas/publishing.py``.
 ``--sample 1`` runs only mutants whose number ends in 1 (1, 11, 21, ...: every mutated function is in it; a
 systematic ~10% sample; the same mutants
 every time, so before/after compare like with like). ``--survivors-of DIR`` re-runs only the mutants
-that survived (or had no test) in another checkout's finished run, after copying its results here:
+that survived (or had no test, or were not checked yet) in another checkout's finished run, after copying its results here:
 adding tests can only kill more, so this gives the after-figures at the cost of the survivors alone.
 Prints per group: mutants run, killed, timeout, survived, no tests, kill rate.
 """
@@ -57,7 +57,8 @@ def summary(groups: list[str], sample: str | None, root: Path = REPO) -> dict[st
         run = sum(st.values()) - st["not checked"]
         dead = st["killed"] + st["timeout"]
         out[g] = {"run": run, **st, "kill_rate": round(100 * dead / max(run, 1), 1),
-                  "survivors": sorted(k for k, v in mine.items() if status_by_exit_code[v] in ("survived", "no tests"))}
+                  "survivors": sorted(k for k, v in mine.items() if status_by_exit_code[v] in ("survived", "no tests")),
+                  "not_checked": sorted(k for k, v in mine.items() if v is None)}
         print(f"{g}: {run} mutants run, {st['killed']} killed, {st['timeout']} timeout, {st['survived']} survived, "
               f"{st['no tests']} no tests, {st['suspicious'] + st['segfault']} other; kill rate "
               f"{out[g]['kill_rate']}%" + (f" ({st['not checked']} not checked)" if st["not checked"] else ""))
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
         for g in a.groups or list(GROUPS):
             names = patterns(g, a.sample)
             if a.survivors_of is not None:
-                names = summary([g], a.sample, a.survivors_of)[g]["survivors"]
+                prev = summary([g], a.sample, a.survivors_of)[g]
+                names = prev["survivors"] + prev["not_checked"]  # not checked: new or changed since
                 if not names:
                     continue
                 if not (REPO / "mutants").exists():  # the other run's results, so killed ones stay killed
