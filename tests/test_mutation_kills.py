@@ -207,3 +207,28 @@ def test_cache_key_depends_on_method_url_params_and_body_but_not_maxlag_or_order
     assert k != cache_key("POST", API, {"a": 1, "b": 2})
     assert k != cache_key("GET", API, {"a": 1, "b": 2}, {"q": "x"})
     assert k != cache_key("GET", API + "?x", {"a": 1, "b": 2})
+
+
+def test_user_agent_names_the_tool_and_the_contact(monkeypatch):
+    from eventatlas.wiki.http import VERSION, default_user_agent
+
+    monkeypatch.delenv("EVENTATLAS_CONTACT", raising=False)
+    assert default_user_agent("ops@example.org").startswith(f"eventatlas/{VERSION} (ops@example.org; ")
+    assert "set EVENTATLAS_CONTACT" in default_user_agent(None)  # says how to fix it
+
+
+def test_refusal_without_contact_names_the_url(monkeypatch):
+    monkeypatch.delenv("EVENTATLAS_CONTACT", raising=False)
+    monkeypatch.delenv("EVENTATLAS_USER_AGENT", raising=False)
+    c = PoliteClient(transport=httpx.MockTransport(lambda req: httpx.Response(200, json={})))
+    with pytest.raises(HttpError, match=rf"^{API}: refusing to crawl without contact") as e:
+        c.get_json(API)
+    assert e.value.url == API
+
+
+def test_maxlag_until_giving_up_reports_the_servers_reason():
+    body = {"error": {"code": "maxlag", "info": "Waiting for db1: 7 seconds lagged"}}
+    c, slept = _client(lambda req: httpx.Response(200, json=body), max_attempts=2, default_retry_after=0.5)
+    with pytest.raises(HttpError, match=r"giving up: maxlag \(Waiting for db1: 7 seconds lagged\)"):
+        c.get_json(API)
+    assert slept and max(slept) == pytest.approx(0.5, abs=0.01)  # the default wait, through the shared gate
