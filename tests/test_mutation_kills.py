@@ -232,3 +232,26 @@ def test_maxlag_until_giving_up_reports_the_servers_reason():
     with pytest.raises(HttpError, match=r"giving up: maxlag \(Waiting for db1: 7 seconds lagged\)"):
         c.get_json(API)
     assert slept and max(slept) == pytest.approx(0.5, abs=0.01)  # the default wait, through the shared gate
+
+
+def test_publish_records_lands_logs_artifacts_statuses_and_calls_back(wh, eventatlas_env):
+    from eventatlas.records import attach_train_logs
+    from eventatlas.warehouse import TRAIN_EVALS_SCHEMA
+
+    root = eventatlas_env / "runs"
+    rec = new_record("s1", flow="test", task="induction", method="m", seed=0)
+    (root / "s1").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{"step": 5, "epoch": 1, "metric": "silhouette", "value": 0.25}],
+                                        schema=TRAIN_EVALS_SCHEMA), root / "s1" / "train_evals.parquet")
+    attach_train_logs(rec, root / "s1")
+    rec["artifacts"] = [{"kind": "model", "path": "model", "rows": None, "sha256": None}]
+    skipped = write_record(root / "s1", finish_record(rec, status="skipped", error="not applicable"))
+    seen = []
+    out = publish_records([skipped], on_record=lambda r, rows: seen.append((r["run"]["run_id"], rows)))
+    assert out.skipped == ["s1"] and out.published == [] and seen == [("s1", [])]
+    d = out.as_dict()
+    assert d["skipped"] == ["s1"] and d["metric_rows"] == 0 and d["published"] == [] and d["warehouse"] == str(wh.path)
+    _, ev = wh.query_rows("SELECT run_id, step, metric, value FROM train_evals")
+    assert ev == [("s1", 5, "silhouette", 0.25)]
+    _, arts = wh.query_rows("SELECT kind, path FROM artifacts WHERE run_id = 's1'")
+    assert arts == [("model", str(root / "s1" / "model"))]
