@@ -2,6 +2,7 @@
 flows (the core package stays Prefect-free; ``--help`` stays fast)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -9,7 +10,7 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import click
 import typer
@@ -44,6 +45,11 @@ def error_line(e: BaseException) -> str:
 def print_error(msg: str) -> None:
     """``error: <msg>`` on stderr, one line, printed literally (no markup, no wrapping)."""
     print(f"error: {' '.join(str(msg).splitlines())}", file=sys.stderr, flush=True)
+
+
+def print_warning(msg: str) -> None:
+    """``warning: <msg>`` on stderr, one line, printed literally."""
+    print(f"warning: {' '.join(str(msg).splitlines())}", file=sys.stderr, flush=True)
 
 
 class _HandledErrorFilter(logging.Filter):
@@ -144,6 +150,49 @@ def _fail(msg: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+PREFECT_MODE_ENV = "EVENTATLAS_PREFECT"
+
+
+def prefect_api_configured() -> bool:
+    """Whether a Prefect API is configured: ``PREFECT_API_URL`` in the environment or in the active
+    profile of ``$PREFECT_HOME/profiles.toml`` (read as a file: importing Prefect costs seconds)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        import tomllib
+
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ImportError):
+        return False
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    prof = (data.get("profiles") or {}).get(active) or {}
+    return bool(prof.get("PREFECT_API_URL"))
+
+
+def use_prefect() -> bool:
+    """One-shot commands (ingest, publish) run through their Prefect flow when a Prefect API is
+    configured, else the core directly (no temporary Prefect server: seconds instead of 15-27 s),
+    recording the run in the warehouse through the same publish path. ``EVENTATLAS_PREFECT``:
+    ``auto`` (default), ``always`` (a temporary server when no API is configured), ``never``."""
+    mode = (os.environ.get(PREFECT_MODE_ENV) or "auto").strip().lower()
+    if mode not in ("auto", "always", "never"):
+        _fail(f"{PREFECT_MODE_ENV}={mode!r}: use auto, always or never", code=2)
+    return mode == "always" or (mode == "auto" and prefect_api_configured())
+
+
+@contextlib.contextmanager
+def _prefect_guard() -> Iterator[None]:
+    """Around every flow the CLI runs (`flows.runtime.guarded`): the temporary Prefect server dies with
+    this process (kill -9 included), and flow runs of earlier CLI processes that are gone are marked
+    crashed first (one warning line each)."""
+    from flows.runtime import guarded
+
+    with guarded(print_warning):
+        yield
+
+
 def _check_device(device: str) -> None:
     """Refuse an unavailable device before any flow starts."""
     from .device import DeviceUnavailable, resolve_device
@@ -186,7 +235,8 @@ def ingest(
                                       "has under half the rows of the current one (that one is kept: "
                                       "`eventatlas datasets --versions`, `eventatlas restore`)"),
 ) -> None:
-    """Ingest one dataset into the common schema (runs the `ingest` flow; recorded in the warehouse)."""
+    """Ingest one dataset into the common schema, recorded in the warehouse (through the `ingest` flow when a
+    Prefect API is configured, else directly: see EVENTATLAS_PREFECT)."""
     from .download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
                            sha256sum_lines)
 
@@ -198,14 +248,18 @@ def ingest(
             check_sums(name, sums, insecure_skip_checksum)
     except (ValueError, OSError, ChecksumRequired) as e:
         _fail(str(e))
-    from flows.ingest import ingest as ingest_flow
-
     from .io import InputError
 
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
     try:
-        man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+        if use_prefect():
+            from flows.ingest import ingest as ingest_flow
+
+            with _prefect_guard():
+                man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+        else:
+            man = _ingest_direct(name, str(path) if path else None, download, dataset, opts or None)
     except (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # names file and record
         if _DEBUG["on"]:
             traceback.print_exc()
@@ -223,6 +277,52 @@ def ingest(
         console.print("downloaded without checksum verification; computed sums (save them to a file and pass "
                       "--sha256-file next time):", soft_wrap=True)
         console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
+
+
+# as the ingest task's Prefect retries (tasks/ingest.py::ingest_task_for)
+DIRECT_DOWNLOAD_RETRY_DELAYS = (10, 30, 90)
+
+
+def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Optional[str],
+                   opts: Optional[dict]) -> dict:
+    """What the `ingest` flow does, without Prefect: the core ingest, its run record, and the
+    publish path (queued when the warehouse is busy), for a one-shot command with no Prefect API."""
+    import time
+
+    from .download import DownloadFailed
+    from .ingest import ingest as core_ingest
+    from .ingest import with_dataset_dir
+    from .publishing import pending_dir, publish_records
+    from .records import failed_ingest_record, ingest_record
+    from .runinfo import utcnow
+
+    started = utcnow().isoformat()
+    params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
+    delays = list(DIRECT_DOWNLOAD_RETRY_DELAYS) if download else []
+    try:
+        while True:  # the flow's task retries (tasks/ingest.py): a transient download failure only
+            try:
+                man = core_ingest(name, path, dataset=dataset, download=download, **(opts or {}))
+                break
+            except DownloadFailed as e:
+                if not e.transient or not delays:
+                    raise
+                print_warning(f"download failed ({e}); trying again in {delays[0]} s")
+                time.sleep(delays.pop(0))
+    except Exception as e:
+        # as the flow's failure path: a failed ingest leaves a run record (status failed, one-line reason)
+        try:
+            publish_records([failed_ingest_record(params, e, started)], warn=print_warning)
+        except Exception as pe:  # noqa: BLE001 - the ingest's own error is what the user must see
+            print_warning(f"the failed ingest was not recorded: {type(pe).__name__}: {pe}")
+        raise
+    man = with_dataset_dir(man, dataset or name)
+    rec = ingest_record(man, params, started)
+    out = publish_records([rec], warn=print_warning)
+    if out.queued:
+        print_warning(f"the ingest landed in {man['dataset_dir']}; its run record waits in "
+                      f"{pending_dir(out.warehouse)} (`eventatlas publish --pending`)")
+    return man
 
 
 @app.command("ingest-samples")
@@ -290,7 +390,8 @@ def embed(
     _check_device(device)
     from flows.embed import embed as embed_flow
 
-    out = embed_flow(dataset, _split(representation), model, {"device": device})
+    with _prefect_guard():
+        out = embed_flow(dataset, _split(representation), model, {"device": device})
     print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
 
 
@@ -309,7 +410,9 @@ def cluster(
     _check_device(device)
     from flows.cluster import cluster as cluster_flow
 
-    console.print(cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device), markup=False)
+    with _prefect_guard():
+        assignments = cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device)
+    console.print(assignments, markup=False)
 
 
 @app.command("train-all")
@@ -351,9 +454,18 @@ def train_all(
         _fail(str(e))
     from flows.train_all import train_all as flow
 
-    out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume, report=report,
-               runner=runner)
-    console.print(f"{out['runs']} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
+    with _prefect_guard():
+        out = flow(datasets=_split(datasets), methods=m, seeds=s, params=p, device=device, resume=resume,
+                   report=report, runner=runner)
+    queued = out.get("queued") or []
+    console.print(f"{out['runs'] - len(queued)} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
+    if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
+        from .publishing import pending_dir
+
+        print(f"warning: the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
+              f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next flow)",
+              file=sys.stderr, flush=True)
+        return
     if out.get("report"):
         console.print(f"results report: {out['report']}", soft_wrap=True, markup=False)
     _leaderboard(run_ids=_run_ids(out))
@@ -458,8 +570,9 @@ def build_wikievents(
                "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
     from flows.build_wikievents import build_wikievents as flow
 
-    man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
-               languages=_split(languages), params=p)
+    with _prefect_guard():
+        man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
+                   languages=_split(languages), params=p)
     console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str),
                   markup=False)
 
@@ -606,29 +719,47 @@ def report(
 
 @app.command()
 def publish(
-    paths: List[Path] = typer.Argument(..., help="run.json files, run directories, or directories searched "
-                                                 "recursively for run.json"),
+    paths: Optional[List[Path]] = typer.Argument(None, help="run.json files, run directories, or directories "
+                                                 "searched recursively for run.json"),
+    pending: bool = typer.Option(False, "--pending", help="land the runs queued while the warehouse was busy "
+                                 "(every publish does this first; alone, it is all this command does)"),
 ) -> None:
     """Publish run records written outside a flow (e.g. by `python -m eventatlas.methods.batch_attention_posthoc evaluate`)
-    to the warehouse (runs the `publish` flow, the warehouse's one writer)."""
+    to the warehouse, after the runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish
+    core directly; with one, the `publish` flow (the warehouse's one writer either way)."""
+    from .publishing import pending_dir, pending_runs
     from .records import RecordError, find_records, read_record
     from .warehouse import WarehouseError
 
-    try:  # bad paths fail before Prefect starts
-        records = find_records(paths)
+    if not paths and not pending:
+        _fail("give run records to publish (PATH...) and/or --pending", code=2)
+    try:  # bad paths fail before anything starts
+        records = find_records(paths or [])
         for r in records:
             read_record(r)
     except RecordError as e:
-        _fail(str(e))
-    from flows.publish import publish as flow
-
+        _fail(str(e), code=2)
+    waiting = len(pending_runs(config.warehouse_path()))
     try:
-        out = flow([str(r) for r in records])
+        if use_prefect():
+            from flows.publish import publish as flow
+
+            with _prefect_guard():
+                out = flow([str(r) for r in records])
+        else:
+            from .publishing import publish_records
+
+            out = publish_records(records, warn=print_warning).as_dict()
     except (RecordError, WarehouseError) as e:
         _fail(str(e))
-    console.print(f"published {len(records)} run records ({len(out['published'])} completed, {len(out['skipped'])} "
-                  f"skipped, {len(out['failed'])} failed; {out['metric_rows']} metric rows) to {out['warehouse']}",
-                  soft_wrap=True, markup=False)
+    n = len(out["published"]) + len(out["skipped"]) + len(out["failed"])
+    console.print(f"published {n} run records "
+                  f"({len(out['published'])} completed, {len(out['skipped'])} skipped, {len(out['failed'])} failed; "
+                  f"{out['metric_rows']} metric rows; {len(out.get('from_queue', []))} of {waiting} queued) "
+                  f"to {out['warehouse']}", soft_wrap=True, markup=False)
+    if out.get("queued"):
+        _fail(f"warehouse {out['warehouse']} is busy: {len(out['queued'])} run(s) stay queued in "
+              f"{pending_dir(out['warehouse'])}; run `eventatlas publish --pending` when it is free", code=1)
 
 
 @app.command()
@@ -810,7 +941,8 @@ def demo(
         mans = run_samples()
         mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
         console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
-        out = flow(params=p)
+        with _prefect_guard():
+            out = flow(params=p)
         console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
         _leaderboard(run_ids=_run_ids(out))
         console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "

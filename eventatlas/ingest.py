@@ -166,6 +166,13 @@ def restore_version(dataset: str, version: str, datasets_dir: str | Path | None 
     return man
 
 
+def with_dataset_dir(manifest: dict, default_name: str) -> dict:
+    """The manifest plus ``dataset`` and ``dataset_dir`` (where the tables landed), as the ingest
+    flow and the CLI's direct path return it."""
+    ds = manifest.get("dataset") or default_name
+    return {**manifest, "dataset": ds, "dataset_dir": str(manifest.get("path") or (config.datasets_dir() / ds))}
+
+
 def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | None = None, dataset: str | None = None,
            download: bool = False, progress: bool | None = None, allow_shrink: bool = False, **opts: Any) -> dict:
     """Ingest ``path`` with reader ``name`` into ``out_dir`` (default ``datasets_dir()/<dataset>``).

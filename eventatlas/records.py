@@ -42,7 +42,8 @@ def new_record(run_id: str, *, flow: str, task: str, method: str | None = None,
     with :func:`finish_record` and write it with :func:`write_record`."""
     run = {"run_id": run_id, "flow": flow, "task": task, "method": method, "params": dict(params or {}),
            "code_version": code_version(), "data_fingerprints": dict(data_fingerprints or {}), "seed": seed,
-           "started_at": started_at or utcnow().isoformat(), "device": device_info(), **run_fields}
+           "started_at": started_at or utcnow().isoformat(), **run_fields}
+    run.setdefault("device", device_info())
     return {"run": run, "metrics_path": None, "artifacts": []}
 
 
@@ -162,6 +163,51 @@ def load_train_log(record: Mapping[str, Any], key: str) -> pa.Table | None:
     if not Path(p).exists():
         raise RecordError(f"{p}: {key} of run {record['run']['run_id']} does not exist")
     return pq.read_table(p)
+
+
+def ingest_record(manifest: Mapping[str, Any], params: Mapping[str, Any], started_at: str,
+                  runs_dir: str | os.PathLike | None = None) -> Path:
+    """Write the run record of an ingest (its tables and manifest as artifacts) and return its path;
+    the publish path lands it (the ``ingest`` flow and the CLI's direct path alike).
+    ``manifest``: what :func:`eventatlas.ingest.ingest` returned, ``dataset_dir`` added."""
+    from . import config
+    from .runinfo import new_run_id
+
+    ddir = Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
+    ds = manifest.get("dataset") or ddir.name
+    run_id = new_run_id(f"ingest-{ds}")
+    rows = manifest.get("rows") or {}
+    arts = [{"kind": f"table/{p.stem}", "path": str(p), "rows": rows.get(p.stem), "sha256": sha256_file(p)}
+            for p in sorted(ddir.glob("*.parquet"))]
+    arts.append({"kind": "manifest", "path": str(ddir / "manifest.json"), "rows": None,
+                 "sha256": sha256_file(ddir / "manifest.json")})
+    record = {
+        "run": {"run_id": run_id, "flow": "ingest", "task": "ingest", "method": None, "params": dict(params),
+                "code_version": code_version(), "data_fingerprints": {ds: data_fingerprint(ddir)}, "seed": None,
+                "started_at": started_at, "finished_at": utcnow().isoformat(), "status": "completed",
+                "device": device_info(import_torch=False)},
+        "metrics_path": None,
+        "artifacts": arts,
+    }
+    return write_record(Path(runs_dir or config.runs_dir()) / run_id, record)
+
+
+def failed_ingest_record(params: Mapping[str, Any], exc: BaseException, started_at: str,
+                         runs_dir: str | os.PathLike | None = None) -> Path:
+    """Write the run record of an ingest that failed (status ``failed``, a one-line reason, the
+    traceback in ``runs/<run_id>/error.txt``) and return its path; the ``ingest`` flow's failure path
+    and the CLI's direct path alike."""
+    from . import config
+    from .runinfo import new_run_id
+
+    ds = params.get("dataset") or params.get("name") or "unknown"
+    run_id = new_run_id(f"ingest-{ds}")
+    run_dir = Path(runs_dir or config.runs_dir()) / run_id
+    # nothing was computed: the device is described without importing torch
+    record = new_record(run_id, flow="ingest", task="ingest", params=params, started_at=started_at,
+                        device=device_info(import_torch=False))
+    fail_record(record, exc, run_dir)
+    return write_record(run_dir, record)
 
 
 def data_fingerprint(dataset_dir: str | os.PathLike) -> str:

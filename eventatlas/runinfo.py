@@ -5,6 +5,7 @@ import os
 import platform
 import random
 import subprocess
+import sys
 import uuid
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -28,8 +29,11 @@ def code_version() -> str:
     return __version__
 
 
-def device_info() -> str:
-    """A short human-readable description of where the run computes."""
+def device_info(import_torch: bool = True) -> str:
+    """A short human-readable description of where the run computes. ``import_torch=False``: a run
+    that never loaded torch (an ingest) is described without importing it (seconds at start-up)."""
+    if not import_torch and "torch" not in sys.modules:
+        return f"cpu:{platform.processor() or platform.machine()} ({os.cpu_count()} threads)"
     try:
         import torch
 

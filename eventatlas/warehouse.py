@@ -4,8 +4,9 @@ per-epoch dev metrics of trained methods), and views over the Parquet datasets.
 One writer. DuckDB lets one process hold a read-write handle on a file, so every write
 goes through a short-lived connection opened by :meth:`Warehouse.publish` (or the small
 contract helpers built on it) and closed straight after; when another process holds the
-lock we retry with backoff for a bounded time and then raise :class:`WarehouseLocked`
-with a message that says what to do. Queries use read-only connections.
+lock (any handle: a read-only connection of another process keeps a writer out too) we retry with backoff for a bounded time and then raise :class:`WarehouseLocked`
+with a message that says what to do (``eventatlas.publishing`` then queues the run on disk
+instead of losing it). Queries use read-only connections.
 
 Schema changes are numbered SQL files ``warehouse/migrations/NNN_*.sql`` applied in
 order, each in its own transaction, and recorded in ``schema_version``. Numbers 001-099
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 import duckdb
 import pyarrow as pa
@@ -153,12 +154,15 @@ class Warehouse:
     """Handle on the warehouse file. Cheap to create; connections are opened per operation."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, lock_timeout: float | None = None,
-                 migrations_dir: str | os.PathLike | None = None):
+                 migrations_dir: str | os.PathLike | None = None, on_wait: Callable[[str], None] | None = None):
+        """``on_wait(holder_pid)`` is called once per connection that finds the file locked by
+        another process, before it starts waiting (e.g. to print that it waits and for how long)."""
         self.path = Path(path) if path is not None else config.warehouse_path()
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("EVENTATLAS_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
         self.lock_timeout = lock_timeout
         self.migrations_dir = Path(migrations_dir) if migrations_dir else MIGRATIONS_DIR
+        self.on_wait = on_wait
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.path)!r})"
@@ -176,6 +180,7 @@ class Warehouse:
         with _PROCESS_LOCK:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.05
+            told = False
             while True:
                 try:
                     con = duckdb.connect(str(self.path), read_only=read_only)
@@ -183,6 +188,9 @@ class Warehouse:
                 except duckdb.IOException as e:
                     if "lock" not in str(e).lower():
                         raise
+                    if not told and self.on_wait is not None and self.lock_timeout > 0:
+                        told = True
+                        self.on_wait(_lock_holder(str(e)))
                     if time.monotonic() >= deadline:
                         raise WarehouseLocked(
                             f"warehouse {self.path} is locked by another process (pid {_lock_holder(str(e))}?) "

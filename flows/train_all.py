@@ -45,13 +45,17 @@ class _Collect:
         self.records: list[str] = []
         self.failed: list[str] = []
         self.skipped: list[str] = []
+        self.queued: list[str] = []
         self.out: dict[str, Any] = {"warehouse": None}
 
     def add(self, rec: str) -> None:
+        """A busy warehouse queues the run on disk (``queued``) instead of failing the flow."""
         self.out = publish_task([rec])
         self.records.append(rec)
         self.failed += self.out["failed"]
         self.skipped += self.out["skipped"]
+        self.queued = [q for q in self.queued if q not in self.out.get("from_queue", ())] + [
+            q for q in self.out.get("queued", ()) if q not in self.queued]
 
 
 @flow(name="train-grid")
@@ -81,7 +85,7 @@ def train_grid(jobs: list[dict[str, Any]], gpu: list[bool], runner: str, threads
             continue
         col.add(rec)
     return {"records": col.records, "failed": col.failed + lost, "skipped": col.skipped,
-            "warehouse": col.out["warehouse"]}
+            "warehouse": col.out["warehouse"], "queued": col.queued}
 
 
 @flow(name="train-all", log_prints=True)
@@ -102,7 +106,9 @@ def train_all(
     validated before any task runs, e.g. ``{"untuned": {"representations": ["trigger"]}}``.
     ``device`` (auto | cpu | cuda | cuda:N) applies to every method that does not set its own;
     an unavailable device is refused here. ``resume`` continues killed runs from their checkpoints.
-    Each run is published as soon as it finishes (the publish task is the only warehouse writer);
+    Each run is published as soon as it finishes (the publish task is the only warehouse writer;
+    a warehouse another process holds is waited for, bounded, then the run is queued on disk:
+    ``queued`` in the result, landed by ``eventatlas publish --pending`` or the next flow's publish);
     the flow fails at the end if any run failed, after publishing it. Runs a method declares not
     applicable are published as ``skipped`` with the reason and do not fail the flow.
     ``report`` refreshes the results page ``<data>/report.html`` at the end (failed runs included).
@@ -130,14 +136,19 @@ def train_all(
         grid = _grid_on(spec)(jobs, [get_spec(j["method"]).gpu == "required" for j in jobs], runner,
                               threads or 1)
         records, failed, skipped, warehouse = grid["records"], grid["failed"], grid["skipped"], grid["warehouse"]
+        queued = grid.get("queued", [])
     else:
         col = _Collect()
         for job in jobs:
             col.add(train_task(**job, threads=threads))
         records, failed, skipped, warehouse = col.records, col.failed, col.skipped, col.out["warehouse"]
+        queued = col.queued
     summarize_task(records)
     summary = {"runs": len(records), "records": records, "failed": failed, "skipped": skipped,
-               "warehouse": warehouse, "runner": runner}
+               "warehouse": warehouse, "runner": runner, "queued": queued}
+    if queued:
+        logger.warning("%d run(s) queued, the warehouse %s was busy: `eventatlas publish --pending` lands them",
+                       len(queued), warehouse)
     if report:
         summary["report"] = report_task()
     if failed:

@@ -15,8 +15,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from eventatlas import config
 from eventatlas.plots import is_png_plot, plot_markdown
-from eventatlas.records import load_metrics, load_train_log, read_record
-from eventatlas.warehouse import Warehouse
+from eventatlas.publishing import publish_records
+from eventatlas.records import load_metrics, read_record
 
 HEADLINE = ("ari", "nmi", "bcubed_f", "purity_f", "fmi", "v_measure")
 TABLE_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant", "metric",
@@ -77,33 +77,29 @@ def attach_plots(rec: dict[str, Any], dataset: str) -> list[str]:
 @task(name="publish")
 def publish_task(record_paths: list[str], warehouse_path: str | None = None, data_root: str | None = None,
                  artifacts: bool = True) -> dict[str, Any]:
+    """:func:`eventatlas.publishing.publish_records` (runs queued for this warehouse first; a busy
+    warehouse queues the runs instead of failing: ``queued`` in the result) + Prefect artifacts."""
     logger = get_run_logger()
-    wh = Warehouse(warehouse_path)
-    wh.migrate()
-    published, failed, skipped, all_rows, plots = [], [], [], [], []
-    for p in record_paths:
-        rec = read_record(p)
+    plots: list[str] = []
+
+    def attach(rec: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        if not artifacts:
+            return
         run = rec["run"]
-        rows = load_metrics(rec)
-        steps, evals = load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path")
-        wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals)
-        {"completed": published, "skipped": skipped}.get(run.get("status"), failed).append(run["run_id"])
-        all_rows.extend(rows)
-        if artifacts:
-            dataset = _dataset_of(run, rows)
-            if rows:
-                create_table_artifact(
-                    key=_key(f"metrics-{run.get('method')}-{dataset}-seed{run.get('seed')}"),
-                    table=[{k: r.get(k) for k in TABLE_KEYS} for r in rows],
-                    description=f"Metrics of run {run['run_id']} ({run.get('method')}, {len(rows)} rows)",
-                )
-            plots += attach_plots(rec, dataset)
-        logger.info("published run %s (%s, %d metric rows, %d train steps, %d train evals) to %s", run["run_id"],
-                    run.get("status"), len(rows), steps.num_rows if steps is not None else 0,
-                    evals.num_rows if evals is not None else 0, wh.path)
-    views = wh.refresh_views(data_root or config.data_root())
-    return {"published": published, "failed": failed, "skipped": skipped, "metric_rows": len(all_rows), "views": views,
-            "warehouse": str(wh.path), "plots": plots}
+        dataset = _dataset_of(run, rows)
+        if rows:
+            create_table_artifact(
+                key=_key(f"metrics-{run.get('method')}-{dataset}-seed{run.get('seed')}"),
+                table=[{k: r.get(k) for k in TABLE_KEYS} for r in rows],
+                description=f"Metrics of run {run['run_id']} ({run.get('method')}, {len(rows)} rows)",
+            )
+        plots.extend(attach_plots(rec, dataset))
+
+    out = publish_records(record_paths, warehouse_path=warehouse_path, data_root=data_root or config.data_root(),
+                          on_record=attach, warn=logger.warning)
+    if out.from_queue:
+        logger.info("published %d queued run(s): %s", len(out.from_queue), out.from_queue)
+    return {**out.as_dict(), "plots": plots}
 
 
 @task(name="summarize")

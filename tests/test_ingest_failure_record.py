@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from eventatlas import config
@@ -11,7 +12,9 @@ from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
 
-def test_failed_ingest_is_recorded_with_one_line_reason(eventatlas_env, tmp_path):
+@pytest.mark.parametrize("prefect", ["never", "always"])  # the CLI's direct path and the ingest flow
+def test_failed_ingest_is_recorded_with_one_line_reason(eventatlas_env, tmp_path, monkeypatch, prefect):
+    monkeypatch.setenv("EVENTATLAS_PREFECT", prefect)
     bad = tmp_path / "train.jsonl"
     bad.write_text('{"id": "d1", "title": "t", "content": [\n', encoding="utf-8")  # cut-off JSON
     runner = CliRunner()

@@ -158,7 +158,7 @@ def _run_cli(tmp_path, *args):
 
 
 def test_cli_ingest_of_bad_input_end_to_end(tmp_path):
-    """The real command through the Prefect flow: one error line on stderr, exit 2, no traceback
+    """The real command (the direct one-shot path: no Prefect API here): one error line on stderr, exit 2, no traceback
     (neither ours nor Prefect's task/flow dumps), nothing written."""
     empty = tmp_path / "train.jsonl"
     empty.write_bytes(b"")

@@ -35,7 +35,8 @@ def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 def test_cli_quiet_by_default_verbose_with_v(tmp_path):
     env = {"EVENTATLAS_DATA": str(tmp_path / "data"), "EVENTATLAS_WAREHOUSE": str(tmp_path / "wh.duckdb"),
-           "PREFECT_HOME": str(tmp_path / "prefect")}
+           "PREFECT_HOME": str(tmp_path / "prefect"),
+           "EVENTATLAS_PREFECT": "always"}  # through the flow: Prefect's own logs are what -v must show
     for k in ("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY"):
         env[k] = ""  # unset for the child (an empty value counts as unset for these)
     sample = str(config.samples_dir() / "ontoevent")

@@ -216,7 +216,7 @@ def test_posthoc_writes_records_and_eventatlas_publish_lands_them(tmp_path, monk
     assert runs.seed.tolist() == [-1, 0, 1] and set(runs.flow) == {"induction-posthoc"}
     assert json.loads(runs.data_fingerprints[1]) and "mini_events" in json.loads(runs.data_fingerprints[1])
 
-    # bad input: one clear line, exit 1, before Prefect starts
+    # bad input: one clear line, exit 2 (bad input), before anything starts
     r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "publish", str(tmp_path / "nothing-here")],
                        env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "nothing-here: no such file or directory" in r.stderr  # errors go to stderr
+    assert r.returncode == 2 and "nothing-here: no such file or directory" in r.stderr  # errors go to stderr

@@ -1,0 +1,173 @@
+"""Landing run records in the warehouse: the core of the one writer (no Prefect here).
+
+:func:`publish_records` is what the ``publish`` task (every flow) and the CLI's direct path call.
+It never loses a run to a busy warehouse: DuckDB lets one process hold a read-write handle on a
+file, and *any* handle of another process (a read-only ``duckdb -readonly`` session included)
+keeps a writer out. A publish that meets such a lock waits for it (bounded by
+``EVENTATLAS_LOCK_TIMEOUT`` seconds, with one message saying who holds it), and when the
+warehouse is still busy it leaves the run *queued*: ``<warehouse>.pending/<run_id>.json`` points
+at the run record on disk. Every later publish to the same warehouse (the next flow's, or
+``eventatlas publish --pending``) lands the queued runs first. Publishing a run replaces its rows
+in every table in one transaction and the queue entry is removed only after that commit, so a
+run lands exactly once however often it is queued or retried.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .io import atomic_write_json
+from .records import RecordError, load_metrics, load_train_log, read_record
+from .runinfo import utcnow
+from .warehouse import Warehouse, WarehouseError, WarehouseLocked
+
+PENDING_SUFFIX = ".pending"
+log = logging.getLogger("eventatlas.publish")
+
+
+def pending_dir(warehouse_path: str | os.PathLike) -> Path:
+    """The queue of runs waiting for ``warehouse_path``: ``<warehouse>.pending/`` beside the file."""
+    p = Path(warehouse_path)
+    return p.with_name(p.name + PENDING_SUFFIX)
+
+
+def queue_run(warehouse_path: str | os.PathLike, record_path: str | os.PathLike, run_id: str, reason: str) -> Path:
+    """Queue one run record for ``warehouse_path`` (atomic; queuing a run again replaces its entry)."""
+    entry = pending_dir(warehouse_path) / f"{run_id}.json"
+    atomic_write_json(entry, {"run_id": run_id, "record": str(Path(record_path).resolve()),
+                              "queued_at": utcnow().isoformat(), "reason": reason})
+    return entry
+
+
+def pending_runs(warehouse_path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Queued runs of ``warehouse_path``, oldest first (``entry`` = the queue file)."""
+    out = []
+    for p in sorted(pending_dir(warehouse_path).glob("*.json")):
+        try:
+            e = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a half-written entry cannot exist (atomic writes); an unreadable one is skipped
+        if isinstance(e, dict) and e.get("record") and e.get("run_id"):
+            out.append({**e, "entry": p})
+    return sorted(out, key=lambda e: (e.get("queued_at") or "", e["run_id"]))
+
+
+@dataclass
+class PublishOutcome:
+    """Run ids by what happened to them. ``queued``: left on disk for a later publish."""
+
+    warehouse: str
+    published: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)
+    from_queue: list[str] = field(default_factory=list)
+    metric_rows: int = 0
+    views: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"published": self.published, "failed": self.failed, "skipped": self.skipped,
+                "queued": self.queued, "from_queue": self.from_queue, "metric_rows": self.metric_rows,
+                "views": self.views, "warehouse": self.warehouse}
+
+
+def busy_message(wh: Warehouse, holder: str) -> str:
+    return (f"warehouse {wh.path} is busy (held by pid {holder}, e.g. an open duckdb session); "
+            f"waiting up to {wh.lock_timeout:.0f}s (EVENTATLAS_LOCK_TIMEOUT) before queuing the run")
+
+
+def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path: str | os.PathLike | None = None,
+                    data_root: str | os.PathLike | None = None, include_pending: bool = True,
+                    on_record: Callable[[Mapping[str, Any], list[dict[str, Any]]], None] | None = None,
+                    warn: Callable[[str], None] | None = None) -> PublishOutcome:
+    """Publish run records (paths to ``run.json``), after the runs queued for this warehouse.
+
+    Bad records raise :class:`RecordError` / :class:`WarehouseError` before anything is written.
+    A busy warehouse (after the bounded wait) queues every run not yet landed and returns
+    normally with them in ``queued``. ``on_record(record, metric_rows)`` runs after each landed
+    run (the Prefect task attaches its artifacts there); ``warn`` gets the one-line messages
+    (default: the ``eventatlas.publish`` logger).
+    """
+    from . import config
+
+    warn = warn or log.warning
+    wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
+    out = PublishOutcome(warehouse=str(wh.path))
+    given = [(str(Path(p).resolve()), read_record(p)) for p in record_paths]  # bad records fail here
+    for _, rec in given:  # and bad rows too, before any lock is taken or anything is queued
+        load_metrics(rec)
+    # (record path, record or None = read it when its turn comes, queue entry or None)
+    todo: list[tuple[str, dict[str, Any] | None, Path | None]] = []
+    entries = {e["run_id"]: e for e in pending_runs(wh.path)} if include_pending else {}
+    given_ids = {rec["run"]["run_id"] for _, rec in given}
+    todo += [(e["record"], None, e["entry"]) for run_id, e in entries.items() if run_id not in given_ids]
+    todo += [(path, rec, entries[rec["run"]["run_id"]]["entry"] if rec["run"]["run_id"] in entries else None)
+             for path, rec in given]
+
+    def queue_rest(start: int, reason: str) -> None:
+        for path, rec, entry in todo[start:]:
+            run_id = rec["run"]["run_id"] if rec is not None else Path(entry).stem
+            if entry is None:
+                queue_run(wh.path, path, run_id, reason)
+            out.queued.append(run_id)
+        warn(f"warehouse {wh.path} still busy: {len(todo) - start} run(s) queued in {pending_dir(wh.path)}; "
+             f"nothing is lost: `eventatlas publish --pending` (or the next flow's publish) lands them")
+
+    try:
+        wh.migrate()
+    except WarehouseLocked as e:
+        queue_rest(0, str(e))
+        return out
+    for i, (path, rec, entry) in enumerate(todo):
+        from_queue_only = rec is None
+        if rec is None:  # a queued run: its record may have gone, or gone bad, since
+            try:
+                rec = read_record(path)
+            except RecordError as e:
+                _set_aside(entry, str(e), warn)
+                continue
+        run = rec["run"]
+        try:
+            rows = load_metrics(rec)
+            steps, evals = load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path")
+            wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals)
+        except WarehouseLocked as e:
+            queue_rest(i, str(e))
+            return out
+        except (RecordError, WarehouseError, OSError) as e:
+            if not from_queue_only:
+                raise
+            _set_aside(entry, str(e), warn)
+            continue
+        if entry is not None:  # only after the commit: a crash in between re-publishes (replaces) it
+            Path(entry).unlink(missing_ok=True)
+            out.from_queue.append(run["run_id"])
+        {"completed": out.published, "skipped": out.skipped}.get(run.get("status"), out.failed).append(run["run_id"])
+        out.metric_rows += len(rows)
+        if on_record is not None:
+            on_record(rec, rows)
+        log.info("published run %s (%s, %d metric rows) to %s", run["run_id"], run.get("status"), len(rows), wh.path)
+    try:
+        out.views = wh.refresh_views(data_root or config.data_root())
+    except WarehouseLocked as e:  # the runs landed; the views follow with the next publish
+        warn(f"views of {wh.path} not refreshed (busy): {e}")
+    return out
+
+
+def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> None:
+    """A queued run that can no longer be published (record gone or bad): keep the entry as
+    ``<run_id>.json.bad`` with the reason, so the queue does not block on it."""
+    if entry is None:
+        return
+    bad = Path(str(entry) + ".bad")
+    try:
+        data = json.loads(Path(entry).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    atomic_write_json(bad, {**data, "error": reason})
+    Path(entry).unlink(missing_ok=True)
+    warn(f"queued run {Path(entry).stem} set aside ({bad}): {reason}")

@@ -1,0 +1,203 @@
+"""A warehouse another process holds (even read-only) never costs a trained run: the publish waits
+(bounded, with a message), then queues the run on disk; `eventatlas publish --pending` and the next
+flow's publish land it exactly once. The holder is a real second process with a DuckDB handle."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eventatlas.methods import REGISTRY
+from eventatlas.publishing import pending_dir, pending_runs, publish_records
+from eventatlas.records import finish_record, new_record, write_metrics, write_record
+from eventatlas.warehouse import Warehouse
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+    con.execute("SELECT count(*) FROM runs").fetchall()
+    print("holding", flush=True)
+    sys.stdin.read()  # until the test closes our stdin
+    con.close()
+    """
+)
+
+
+class Holder:
+    """A second process with an open DuckDB handle on the warehouse until ``release()``."""
+
+    def __init__(self, path: Path, mode: str = "ro"):
+        self.p = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "holding"
+
+    def release(self) -> None:
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            self.p.wait(timeout=30)
+
+    def __enter__(self) -> "Holder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _metric(dataset: str, value: float) -> dict:
+    return {"task": "induction", "dataset": dataset, "method": "quick", "representation": "trigger",
+            "clustering": "agglomerative", "metric": "ari", "value": value, "seed": 0}
+
+
+def _record(root: Path, run_id: str, n_metrics: int = 2) -> Path:
+    rec = new_record(run_id, flow="test", task="induction", method="quick", seed=0)
+    rows = [{**_metric("d", 0.1 * i), "metric": f"m{i}"} for i in range(n_metrics)]
+    write_metrics(rec, rows, root / run_id)
+    return write_record(root / run_id, finish_record(rec))
+
+
+def _counts(wh: Warehouse, run_id: str) -> tuple[int, int]:
+    _, r = wh.query_rows("SELECT (SELECT count(*) FROM runs WHERE run_id = ?), "
+                         "(SELECT count(*) FROM metrics WHERE run_id = ?)", [run_id, run_id])
+    return r[0]
+
+
+@pytest.fixture
+def wh(eventatlas_env, monkeypatch):
+    monkeypatch.setenv("EVENTATLAS_LOCK_TIMEOUT", "1")
+    w = Warehouse()
+    w.migrate()
+    return w
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_busy_warehouse_queues_the_run_and_pending_publishes_it_once(wh, eventatlas_env, mode):
+    rec = _record(eventatlas_env / "runs", "r1", n_metrics=3)
+    said: list[str] = []
+    with Holder(wh.path, mode):
+        out = publish_records([rec], warn=said.append)
+        assert out.queued == ["r1"] and not out.published
+        assert "is busy (held by pid" in said[0] and "waiting up to 1s" in said[0]
+        assert "still busy: 1 run(s) queued" in said[-1] and "eventatlas publish --pending" in said[-1]
+        (entry,) = pending_runs(wh.path)
+        assert entry["run_id"] == "r1" and entry["record"] == str(rec.resolve())
+        # queued again while still busy: still one entry
+        publish_records([rec], warn=said.append)
+        assert len(pending_runs(wh.path)) == 1
+    assert _counts(wh, "r1") == (0, 0)  # nothing half-written while queued
+    out = publish_records([])  # eventatlas publish --pending
+    assert out.from_queue == ["r1"] and out.published == ["r1"] and out.metric_rows == 3
+    assert _counts(wh, "r1") == (1, 3) and not pending_runs(wh.path)
+    assert publish_records([]).published == []  # the queue is empty now: nothing lands twice
+    publish_records([rec])  # publishing the same run again replaces it
+    assert _counts(wh, "r1") == (1, 3)
+
+
+def test_next_publish_lands_queued_runs_first(wh, eventatlas_env):
+    a, b = _record(eventatlas_env / "runs", "a"), _record(eventatlas_env / "runs", "b")
+    with Holder(wh.path):
+        assert publish_records([a], warn=lambda m: None).queued == ["a"]
+    out = publish_records([b])  # the next flow's publish
+    assert out.published == ["a", "b"] and out.from_queue == ["a"]
+    assert _counts(wh, "a") == (1, 2) and _counts(wh, "b") == (1, 2)
+
+
+def test_queued_run_whose_record_went_away_is_set_aside(wh, eventatlas_env):
+    a = _record(eventatlas_env / "runs", "gone")
+    with Holder(wh.path):
+        publish_records([a], warn=lambda m: None)
+    a.unlink()
+    said: list[str] = []
+    out = publish_records([], warn=said.append)
+    assert out.published == [] and not pending_runs(wh.path)
+    assert (pending_dir(wh.path) / "gone.json.bad").exists() and "run record not found" in said[0]
+
+
+def test_cli_publish_waits_queues_then_pending_lands(wh, eventatlas_env):
+    rec = _record(eventatlas_env / "runs", "cli1")
+    env = {**os.environ, "EVENTATLAS_LOCK_TIMEOUT": "1", "EVENTATLAS_PREFECT": "never"}
+    env.pop("PREFECT_API_URL", None)
+    cmd = [sys.executable, "-m", "eventatlas.cli"]
+    with Holder(wh.path):
+        r = subprocess.run([*cmd, "publish", str(rec)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "is busy (held by pid" in r.stderr and "1 run(s) stay queued" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = subprocess.run([*cmd, "publish", "--pending"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "published 1 run records" in r.stdout and "1 of 1 queued" in r.stdout
+    assert _counts(wh, "cli1") == (1, 2)
+    r = subprocess.run([*cmd, "publish"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--pending" in r.stderr
+
+
+def quick(dataset_dir, out_dir, *, seed, config=None, resume=False):
+    """A method that 'trains' instantly: one metric row."""
+    from eventatlas.methods.base import MethodResult
+
+    return MethodResult(metrics=[{**_metric(Path(dataset_dir).name, 0.5), "seed": seed}])
+
+
+def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, monkeypatch):
+    """The flow (through Prefect) trains, finds the warehouse held read-only by another process,
+    queues the run and succeeds; the next flow's publish lands it exactly once."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from eventatlas.ingest import ingest
+    from eventatlas.methods import MethodSpec
+
+    monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
+    monkeypatch.setenv("EVENTATLAS_LOCK_TIMEOUT", "1")
+    monkeypatch.setitem(REGISTRY, "quick", MethodSpec(
+        name="quick", config="eventatlas.methods.spec:MethodConfig", run="test_busy_warehouse:quick",
+        applies_to=frozenset({"typed_mentions"}), tasks=("induction",)))
+    sample = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "maven" / "train.jsonl"
+    ingest("maven", sample, dataset="m")
+    wh = Warehouse()
+    wh.migrate()
+    with prefect_test_harness(server_startup_timeout=120):
+        from flows.publish import publish
+        from flows.train_all import train_all
+
+        with Holder(wh.path):
+            out = train_all(datasets=["m"], methods=["quick"])
+        (run_id,) = out["queued"]
+        assert out["runs"] == 1 and not out["failed"]
+        assert _counts(wh, run_id) == (0, 0) and len(pending_runs(wh.path)) == 1
+        landed = publish([])  # what `eventatlas publish --pending` runs through Prefect
+        assert landed["from_queue"] == [run_id]
+        publish([])
+    assert _counts(wh, run_id) == (1, 1) and not pending_runs(wh.path)
+
+
+def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
+    from eventatlas.publishing import queue_run
+
+    runs = eventatlas_env / "runs"
+    a, b, c = (_record(runs, n) for n in ("qa", "qb", "qc"))
+    queue_run(wh.path, b, "qb", "busy")
+    queue_run(wh.path, a, "qa", "busy")
+    (pending_dir(wh.path) / "junk.json").write_text("{not json", encoding="utf-8")  # unreadable: skipped
+    assert [e["run_id"] for e in pending_runs(wh.path)] == ["qb", "qa"]  # oldest first
+    assert publish_records([c], include_pending=False).published == ["qc"]  # the queue left alone
+    assert len(pending_runs(wh.path)) == 2 and _counts(wh, "qa") == (0, 0)
+    out = publish_records([a])  # a queued run given again lands once, and leaves the queue
+    assert out.published == ["qb", "qa"] and out.from_queue == ["qb", "qa"] and not pending_runs(wh.path)
+    assert _counts(wh, "qa") == (1, 2) and _counts(wh, "qb") == (1, 2)
+
+
+def test_bad_record_fails_before_anything_is_queued_or_written(wh, eventatlas_env):
+    from eventatlas.records import RecordError
+
+    good = _record(eventatlas_env / "runs", "good")
+    bad = eventatlas_env / "runs" / "bad" / "run.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"run": {}}', encoding="utf-8")
+    with Holder(wh.path):
+        with pytest.raises(RecordError, match="not a run record"):
+            publish_records([good, bad], warn=lambda m: None)
+    assert not pending_runs(wh.path) and _counts(wh, "good") == (0, 0)
