@@ -6,7 +6,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sys
 import traceback
 from pathlib import Path

@@ -49,7 +49,7 @@ def ground_text(dataset_dir: str | Path, run_dir: str | Path, text: str, *, vari
         raise GroundError(f"dataset {dataset_dir.name!r} is not ingested (no {dataset_dir / 'manifest.json'})")
     try:
         gd = load_candidates(dataset_dir)
-    except NotApplicable as e:
+    except NotApplicable:
         raise GroundError(f"dataset {dataset_dir.name!r} has no candidates (no event_types rows): nothing to ground to") from None
     variant = variant or params.get("best_on_dev")
     vdir = run_dir / str(variant)

@@ -152,7 +152,6 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
     triggers = [s[a:b] for s, a, b in zip(sel.sentences, sel.starts, sel.ends)]
     pseudo, pseudo_info = None, None
     if cfg.pseudo_k:
-        from ..device import resolve_precision
         from ..induction.training import embed_fqk, mutual_neighbours
 
         unl = np.flatnonzero(sel.unseen_mask)

@@ -20,7 +20,6 @@ vectors are kept for ``eventatlas ground``.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
