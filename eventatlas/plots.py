@@ -67,7 +67,8 @@ MAX_PROJECTED = 5000  # points drawn in a projection; above it a seeded subsampl
 AUTO_MIN_NONLINEAR = 300
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the headless Agg backend (every run plot goes through here)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,14 +77,15 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def save_png(fig, path: str | os.PathLike) -> Path:
+    """Write ``fig`` as a PNG atomically (temp + rename) and close it."""
     from .io import atomic_path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -150,7 +152,7 @@ def projection_png(X, gold: Sequence[Any], path: str | os.PathLike, title: str, 
     panels = [("gold type", g)]
     if clusters is not None:
         panels.insert(0, ("induced cluster", np.asarray(clusters)[keep]))
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 6), squeeze=False)
     for ax, (name, lab) in zip(axes[0], panels):
         ax.scatter(xy[:, 0], xy[:, 1], c=_tab20(np.asarray(lab)), cmap="tab20", vmin=0, vmax=19,
@@ -167,7 +169,7 @@ def projection_png(X, gold: Sequence[Any], path: str | os.PathLike, title: str, 
     shown = f"{len(keep)} of {len(X)} points" if len(keep) < len(X) else f"{len(X)} points"
     fig.suptitle(f"{title}\n{used.upper()} of cosine geometry, {shown}, {len(types)} gold types")
     fig.tight_layout()
-    return {"path": str(_save(fig, Path(path))), "method": used, "points": int(len(keep)), "of": int(len(X))}
+    return {"path": str(save_png(fig, Path(path))), "method": used, "points": int(len(keep)), "of": int(len(X))}
 
 
 def _bar_label(row: Mapping[str, Any], varying: Sequence[str]) -> str:
@@ -212,7 +214,7 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
         first = metrics[0]
         order = sorted(confs.items(), key=lambda kv: -kv[1].get(first, -math.inf))[:max_bars]
         panels.append((task, metrics, order, bool(frac)))
-    plt = _pyplot()
+    plt = pyplot()
     heights = [max(1.6, 0.28 * len(order) * len(metrics) + 0.9) for _, metrics, order, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights) + 0.6), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
@@ -230,4 +232,4 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    return _save(fig, Path(path))
+    return save_png(fig, Path(path))

@@ -158,13 +158,7 @@ def _choose(grid: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
 def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, path: Path, *, top: int,
                    max_points: int, seed: int, title: str) -> Path:
     """Side-by-side 2-D t-SNE (cosine) of the same test instances, the ``top`` most frequent frames coloured."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.manifold import TSNE
-
-    from ..io import atomic_path
+    from ..plots import project_2d, pyplot, save_png
 
     names, counts = np.unique(frames, return_counts=True)
     keep_frames = [n for _, n in sorted(zip(-counts, names))][:top]
@@ -172,11 +166,11 @@ def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, pat
     if len(idx) > max_points:
         idx = np.sort(np.random.default_rng(seed).choice(idx, size=max_points, replace=False))
     color = {f: i for i, f in enumerate(keep_frames)}
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 6))
     axes = np.atleast_1d(axes)
     for ax, (name, X) in zip(axes, panels):
-        xy = TSNE(n_components=2, metric="cosine", init="pca", random_state=seed,
-                  perplexity=min(30.0, max(2.0, (len(idx) - 1) / 3))).fit_transform(X[idx])
+        xy, _ = project_2d(X[idx], method="tsne", seed=seed)
         for f in keep_frames:
             m = frames[idx] == f
             ax.scatter(xy[m, 0], xy[m, 1], s=5, color=plt.cm.tab10(color[f] % 10), label=f)
@@ -186,11 +180,7 @@ def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, pat
     axes[-1].legend(markerscale=3, fontsize=7, loc="best")
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: FrameDMLConfig | None = None,

@@ -194,20 +194,11 @@ def _prototype_artifacts(model, e, texts: list[str], cfg: SWCCConfig, rep: str, 
     table = pa.table({"text": [texts[i] for i in idx], "prototype": assign.astype(np.int32)})
     path = write_parquet(table, out_dir / "prototype_assignments.parquet")
     result.add_artifact("swcc/prototypes", path, table.num_rows)
-    from sklearn.decomposition import PCA
+    from ..plots import projection_png
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    Y = PCA(n_components=2, random_state=seed).fit_transform(X) if len(X) >= 2 else np.zeros((len(X), 2))
-    fig, ax = plt.subplots(figsize=(6, 5))
-    sc = ax.scatter(Y[:, 0], Y[:, 1], c=assign, cmap="tab10", s=6, vmin=0, vmax=max(cfg.n_prototypes - 1, 1))
-    ax.set_title(f"SWCC ({cfg.variant}): {len(idx)} events, PCA, colour = prototype")
-    fig.colorbar(sc, ax=ax, label="prototype")
     png = out_dir / "prototypes_pca.png"
-    fig.savefig(png, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    projection_png(X, [f"prototype {a}" for a in assign], png,
+                   f"SWCC ({cfg.variant}): training events coloured by their nearest prototype",
+                   method="pca", seed=seed)
     result.add_artifact("plot/prototypes", png)
     result.params["prototype_counts"] = np.bincount(assign, minlength=cfg.n_prototypes).tolist()
