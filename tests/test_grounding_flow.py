@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pyarrow.parquet as pq
 import pytest
@@ -25,23 +26,16 @@ def world(tmp_path_factory):
     from wiki_world.world import LANGS, WORLD_PARAMS, build_world
 
     root = tmp_path_factory.mktemp("grounding_flow")
-    saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "PREFECT_HOME", "EVENTATLAS_CACHE")}
-    os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
-                      PREFECT_HOME=str(root / "prefect"), EVENTATLAS_CACHE=str(root / "cache"))
-    ds = config.datasets_dir() / "wikigrounding"
-    build(build_world().backend(), ds, languages=LANGS, params=WORLD_PARAMS, build_id="b1")
-    texts = pq.read_table(ds / "mentions.parquet")["sentence"].to_pylist()
-    texts += [f"{r['name']} {r['definition']}" for r in pq.read_table(ds / "event_types.parquet").to_pylist()]
-    model = tiny_bert(root, texts)
-    try:
+    env = dict(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
+               PREFECT_HOME=str(root / "prefect"), EVENTATLAS_CACHE=str(root / "cache"))
+    with mock.patch.dict(os.environ, env):  # restored when the module's tests are done
+        ds = config.datasets_dir() / "wikigrounding"
+        build(build_world().backend(), ds, languages=LANGS, params=WORLD_PARAMS, build_id="b1")
+        texts = pq.read_table(ds / "mentions.parquet")["sentence"].to_pylist()
+        texts += [f"{r['name']} {r['definition']}" for r in pq.read_table(ds / "event_types.parquet").to_pylist()]
+        model = tiny_bert(root, texts)
         with prefect_test_harness(server_startup_timeout=120):
             yield {"root": root, "model": str(model), "dataset": ds}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.mark.slow  # ~60-90 s: Prefect harness + wiki world build + 3 tiny trainings
