@@ -534,8 +534,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(k, v)
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
-            self.wfile.write(raw)
+            # Stamped before the body goes out: once it is written the client may return (and the test read
+            # the log) before this thread runs again, so a stamp after the write can be missing.
             self._rec["t_done"] = time.monotonic()
+            self.wfile.write(raw)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. after its timeout)
 
