@@ -275,3 +275,50 @@ def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch
     assert {r["variant"] for r in res.metrics} == {"trigger_markers"}
     plain = run(ds, tmp_path / "plain", **cfg)
     assert {r["variant"] for r in plain.metrics} == {None}
+
+
+def test_ensemble_is_clustered_with_the_members_manifold_neighbour_count(tmp_path, monkeypatch):
+    """Posthoc ensembles used the default neighbour count (all N) even where the run config or the dataset
+    protocol sets k_manifold (MAVEN 150/18: 3000); they now use the members' setting."""
+    import eventatlas.evaluation.clustering as ec
+    from eventatlas.evaluation.clustering import cluster_partitions
+    from eventatlas.induction.evaluate import distance_inputs, ensemble, ensemble_rows
+    from eventatlas.induction.training import save_npz
+    from eventatlas.methods.batch_attention import BatchAttentionConfig, cluster_settings
+    from eventatlas.metrics import clustering_scores
+
+    rng = np.random.default_rng(0)
+    y = [f"T{i % 3}" for i in range(30)]
+    centres = rng.normal(size=(3, 8)) * 3
+    summaries, runs = [], []
+    for s in range(2):
+        emb = {k: (centres[[i % 3 for i in range(30)]] + rng.normal(size=(30, 8))).astype(np.float32)
+               for k in ("Q", "K", "F")}
+        runs.append(emb)
+        path = save_npz(tmp_path / f"s{s}" / "epoch_00.npz", emb)
+        summaries.append({"unseen_mention_ids": [f"m{i}" for i in range(30)], "unseen_labels": y,
+                          "epoch_files": [str(path)], "chosen_epoch": {"paper": 0}, "stop_rule": "paper"})
+    seen_k = []
+    real = ec.cluster
+
+    def spy(x, algorithm, n, **kw):
+        if algorithm.startswith("manifold"):
+            seen_k.append(kw.get("k"))
+        return real(x, algorithm, n, **kw)
+
+    monkeypatch.setattr(ec, "cluster", spy)
+    ctx = {"dataset": "toy", "method": "batch_attention", "seed": -1, "split": "unseen", "representation": "trigger"}
+    rows = ensemble_rows(summaries, ctx, algorithms=("manifold",), k_manifold=5)
+    assert seen_k and set(seen_k) == {5}
+    expected = cluster_partitions(distance_inputs(ensemble(runs)), 3, algorithms=("manifold",), metric="precomputed",
+                                  k_manifold=5)
+    got = {r["variant"]: r["value"] for r in rows if r["metric"] == "ari"}
+    assert got == {f"ensemble2:{inp}": pytest.approx(clustering_scores(y, lab.tolist())["ari"])
+                   for (inp, _), lab in expected.items()}
+    seen_k.clear()
+    ensemble_rows(summaries, ctx, algorithms=("manifold",))
+    assert set(seen_k) == {None}  # no setting: the algorithm's default (all N)
+    # the members' setting: the run config first, else the dataset protocol
+    assert cluster_settings(BatchAttentionConfig(), {"k_manifold": 3000}) == {"n_clusters": None, "k_manifold": 3000}
+    assert cluster_settings(BatchAttentionConfig(k_manifold=7, n_clusters=4), {"k_manifold": 3000}) == \
+        {"n_clusters": 4, "k_manifold": 7}

@@ -219,8 +219,10 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
 
 
 def ensemble_rows(summaries: list[dict], ctx: dict[str, Any], n_clusters: int | None = None,
-                  algorithms: Sequence[str] = ("agglomerative", "manifold", "manifold_sym")) -> list[dict]:
-    """Rows of the ensemble of several runs' chosen epochs (the paper's E-FT), seed -1."""
+                  algorithms: Sequence[str] = ("agglomerative", "manifold", "manifold_sym"),
+                  k_manifold: int | None = None) -> list[dict]:
+    """Rows of the ensemble of several runs' chosen epochs (the paper's E-FT), seed -1; ``n_clusters`` and
+    ``k_manifold`` as for the member runs (:func:`evaluate_trained`)."""
     from ..evaluation.clustering import evaluate_partitions
     from .training import load_npz
 
@@ -229,7 +231,8 @@ def ensemble_rows(summaries: list[dict], ctx: dict[str, Any], n_clusters: int | 
         raise ValueError("ensemble runs do not share the unseen mentions")
     runs = [load_npz(s["epoch_files"][s["chosen_epoch"][s["stop_rule"]]]) for s in summaries]
     y = summaries[0]["unseen_labels"]
-    parts = cluster_all(distance_inputs(ensemble(runs)), int(n_clusters or len(set(y))), algorithms=algorithms)
+    parts = cluster_all(distance_inputs(ensemble(runs)), int(n_clusters or len(set(y))), algorithms=algorithms,
+                        k_manifold=k_manifold)
     n = len(runs)
     return evaluate_partitions({(f"ensemble{n}:{inp}", algo): v.tolist() for (inp, algo), v in parts.items()}, y,
                                **{**ctx, "seed": -1})

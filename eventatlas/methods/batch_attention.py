@@ -246,6 +246,12 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     return result
 
 
+def cluster_settings(cfg: BatchAttentionConfig, proto: dict[str, Any]) -> dict[str, Any]:
+    """``n_clusters`` and ``k_manifold`` of the evaluation: the run's config, else the dataset protocol's."""
+    return {"n_clusters": cfg.n_clusters,
+            "k_manifold": cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")}
+
+
 def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, framenet_dir: str | Path | None = None,
                    umap_plot: bool = True, **overrides: Any) -> MethodResult:
     """Evaluate a finished training directory (``train_summary.json`` + epoch files) as ``run`` would
@@ -266,9 +272,7 @@ def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, f
     setting = summary.get("setting") or f"{len(summary['seen_types'])} seen / {len(summary['unseen_types'])} unseen"
     ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": setting,
            "representation": rep}
-    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, n_clusters=cfg.n_clusters,
-                                  k_manifold=cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold"),
-                                  inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
+    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, **cluster_settings(cfg, proto), inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
                                   names=man.type_texts() if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                   umap_plot=umap_plot)
     params = {"method": NAME, "dataset": man.dataset, "representation": rep, "posthoc_evaluation": True,

@@ -42,12 +42,21 @@ def _train(a) -> None:
     print(json.dumps({k: s[k] for k in ("chosen_epoch", "total_seconds", "augmentation", "precision")}))
 
 
-def _ensemble_rows(dataset: str, rep: str, summaries: list[dict], n_clusters: int | None) -> list[dict]:
+def _ensemble_rows(dataset_dir: str, dataset: str, rep: str, summaries: list[dict]) -> list[dict]:
+    """The ensemble clustered with the members' cluster count and manifold neighbour count (their config,
+    else the dataset protocol's), as :func:`~eventatlas.methods.batch_attention.evaluate_saved` does."""
+    from ..data import Manifest, protocol_for
     from ..induction.evaluate import ensemble_rows
+    from .batch_attention import NAME, BatchAttentionConfig, cluster_settings
 
+    proto = protocol_for(Manifest.read(dataset_dir), NAME, "induction")
+    settings = {json.dumps(cluster_settings(BatchAttentionConfig.model_validate(s["config"]), proto), sort_keys=True)
+                for s in summaries}
+    if len(settings) != 1:
+        raise ValueError(f"ensemble members were evaluated with different cluster settings: {sorted(settings)}")
     ctx = {"dataset": dataset, "method": "batch_attention", "seed": -1, "split": "unseen",
            "setting": summaries[0].get("setting"), "representation": rep}
-    return ensemble_rows(summaries, ctx, n_clusters)
+    return ensemble_rows(summaries, ctx, **json.loads(settings.pop()))
 
 
 def _evaluate(a) -> None:
@@ -76,7 +85,7 @@ def _evaluate(a) -> None:
         all_rows += res.metrics
     for rep, sums in by_rep.items():
         if len(sums) > 1:
-            rows = _ensemble_rows(dataset, rep, sums, None)
+            rows = _ensemble_rows(a.dataset_dir, dataset, rep, sums)
             all_rows += rows
             run_id = new_run_id(f"batch_attention-ensemble-{rep}")
             rec = new_record(run_id, flow="induction-posthoc", task="ensemble", method="batch_attention",
