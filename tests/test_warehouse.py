@@ -274,6 +274,18 @@ def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
     assert lb.iloc[0]["mean"] == pytest.approx(0.45)
 
 
+def test_map_std_is_lower_is_better(wh):
+    # emr's map_std is a spread over repetitions: the leaderboard's best over seeds is the smallest
+    for seed, (m, sd) in enumerate([(0.60, 0.05), (0.55, 0.02), (0.50, 0.09)]):
+        wh.publish(_run(f"r{seed}", f"2026-01-01 0{seed}:00:00", method="emr", seed=seed),
+                   [_m("d1", "window4", None, "map", m, seed, method="emr", task="retrieval"),
+                    _m("d1", "window4", None, "map_std", sd, seed, method="emr", task="retrieval")])
+    best = dict(wh.query_rows("SELECT metric, best FROM leaderboard WHERE method = 'emr'")[1])
+    assert best == {"map": pytest.approx(0.60), "map_std": pytest.approx(0.02)}
+    _, d = wh.query_rows("SELECT higher_is_better FROM metric_direction WHERE metric = 'map_std'")
+    assert d == [(False,)]
+
+
 def _steps(n, loss0=1.0):
     import pyarrow as pa
 
