@@ -110,15 +110,17 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
     # on a loaded machine (the job then finished and the test failed).
     hang = tmp_path / "hanging"
     proc = _run_worker(tiny, out, "--hang-at", "11", "--hang-file", str(hang), wait=False)
-    deadline = time.monotonic() + 240  # a bound for a hang, not an expected duration
-    while not hang.exists():
-        assert proc.poll() is None, proc.stderr.read()[-2000:]
-        assert time.monotonic() < deadline, "the worker did not reach step 11 in 240 s"
-        time.sleep(0.02)
-    latest = json.loads((out / "checkpoints" / "latest.json").read_text())
-    assert (latest["step"], latest["epoch"], latest["batch"]) == (10, 1, 3)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    try:
+        deadline = time.monotonic() + 240  # a bound for a hang, not an expected duration
+        while not hang.exists():
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "the worker did not reach step 11 in 240 s"
+            time.sleep(0.02)
+        latest = json.loads((out / "checkpoints" / "latest.json").read_text())
+        assert (latest["step"], latest["epoch"], latest["batch"]) == (10, 1, 3)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # also when an assertion failed: the worker would block for an hour
+        proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "final.pt").exists()
     res = _run_worker(tiny, out, "--resume")
