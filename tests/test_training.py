@@ -119,7 +119,7 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
         latest = json.loads((out / "checkpoints" / "latest.json").read_text())
         assert (latest["step"], latest["epoch"], latest["batch"]) == (10, 1, 3)
     finally:
-        os.kill(proc.pid, signal.SIGKILL)  # also when an assertion failed: the worker would block for an hour
+        proc.kill()  # SIGKILL, also when an assertion failed (the worker would block for an hour)
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "final.pt").exists()
