@@ -8,9 +8,9 @@ Every process is torn down by PID in a ``finally`` block, bounded in time.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -220,10 +220,12 @@ def grid_env(tmp_path_factory):
             yield {"root": root, "params": params}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _scheduler_address(path: Path) -> str | None:
+    """The address a dask scheduler wrote to its --scheduler-file (None until it is complete)."""
+    try:
+        return json.loads(path.read_text())["address"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -245,8 +247,9 @@ def cluster(grid_env, tmp_path):
     """A scheduler and two single-threaded worker processes (no nanny: a killed worker stays dead)."""
     from distributed import Client
 
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    # the scheduler binds a free port itself and writes its address to a file the workers read (a port
+    # picked here and released could be taken by another process before the scheduler binds it)
+    sched_file = tmp_path / "scheduler.json"
     procs: list[subprocess.Popen] = []
     logs = []
 
@@ -258,10 +261,17 @@ def cluster(grid_env, tmp_path):
         return procs[-1]
 
     try:
-        start("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", "--no-show",
-              name="scheduler")
-        workers = [start("worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
-                         "--name", f"w{i}", "--death-timeout", "60", name=f"worker{i}") for i in range(2)]
+        sched = start("scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(sched_file),
+                      "--no-dashboard", "--no-show", name="scheduler")
+        deadline = time.monotonic() + 120  # a bound for a hang, not an expected duration
+        while not _scheduler_address(sched_file):
+            assert sched.poll() is None, (tmp_path / "scheduler.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the dask scheduler did not start in 120 s"
+            time.sleep(0.1)
+        address = _scheduler_address(sched_file)
+        workers = [start("worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--no-nanny",
+                         "--no-dashboard", "--host", "127.0.0.1", "--name", f"w{i}", "--death-timeout", "60",
+                         name=f"worker{i}") for i in range(2)]
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=90)
             yield {"address": address, "workers": workers, "logs": tmp_path}
