@@ -69,8 +69,11 @@ class RunClaim:
 
     def release(self) -> None:
         if self._fd is not None:
-            # the lock file goes before the lock: a run directory with a record has no .running left
-            (config.runs_dir() / self.run_id / LOCK_NAME).unlink(missing_ok=True)
+            d = config.runs_dir() / self.run_id
+            # a finished run leaves no lock file (whoever locks a new one sees run.json and lets go); an
+            # unfinished one keeps it, so that every later taker locks the same file
+            if (d / "run.json").exists():
+                (d / LOCK_NAME).unlink(missing_ok=True)
             os.close(self._fd)
             self._fd = None
 
