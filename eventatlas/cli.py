@@ -781,7 +781,7 @@ def search(
     from .emr.search import search as run_search
 
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
-        _fail(f"--output {output}: give a .csv or .parquet path")
+        _fail(f"--output {output}: give a .csv or .parquet path", code=2)
     _check_device(device)
     ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
     bar = None
@@ -797,8 +797,8 @@ def search(
                   "on_epoch": lambda done, total: bar.update(done - bar.n)}
         table = run_search(ddir, examples, model=model, top=top, model_id=encoder, representation=representation,
                            device=device, seed=seed, **kw)
-    except (SearchError, FileNotFoundError) as e:
-        _fail(str(e))
+    except (SearchError, FileNotFoundError) as e:  # bad input: examples, dataset, --model
+        _fail(str(e), code=2)
     finally:
         if bar is not None:
             bar.close()
@@ -847,8 +847,8 @@ def ground(
     rdir = Path(run) if Path(run).is_dir() else config.runs_dir() / run
     try:
         out = ground_text(ddir, rdir, text, variant=variant, top=top, device=device)
-    except GroundError as e:
-        _fail(str(e))
+    except GroundError as e:  # bad input: text, run, dataset, --variant
+        _fail(str(e), code=2)
     how = f"cross-encoder, tau_c = {out['tau_c']:.2f}" if out["cross"] else f"bi-encoder {out['variant']}, top {top}"
     pred = {r["type_id"] for r in out["predicted"]}
     t = Table(title=f"{out['mention']!r}: {len(pred) or 'no'} event(s) predicted ({how})")

@@ -11,9 +11,16 @@ A failed run still gets a record (status ``failed``, a one-line reason, the trac
 ``error.txt``); a run the method declares not applicable gets ``skipped`` with the reason.
 ``resume=True`` continues the newest unfinished run directory of the same (method, dataset, seed,
 config, data) from its last checkpoint.
+
+A running run holds an exclusive lock on ``runs/<run_id>/.running`` (``flock``; the kernel drops it when
+the process ends, SIGKILL included) until its record is written. ``resume`` and a retried cell
+(``reuse_unfinished``) only take over an unfinished directory whose lock they can get, i.e. one whose
+run died; a new run directory is created already locked. So two concurrent runs of one configuration
+(two ``train-all`` with the same config) never share a directory.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -34,11 +41,71 @@ def run_prefix(method: str, dataset: str, seed: int, cfg_json: dict[str, Any], f
     return f"{method}-{dataset}-s{seed}-{key}"
 
 
-def unfinished_run(prefix: str) -> str | None:
-    """The newest run directory with ``prefix`` that has no run record yet (killed mid-run)."""
-    cands = sorted((p for p in config.runs_dir().glob(f"{prefix}-*") if p.is_dir() and not (p / "run.json").exists()),
-                   key=lambda p: p.name)
-    return cands[-1].name if cands else None
+LOCK_NAME = ".running"
+
+
+def _unfinished(prefix: str) -> list[Path]:
+    """Run directories with ``prefix`` that have no run record yet, newest first."""
+    return sorted((p for p in config.runs_dir().glob(f"{prefix}-*") if p.is_dir() and not (p / "run.json").exists()),
+                  key=lambda p: p.name, reverse=True)
+
+
+def _try_lock(run_dir: Path) -> int | None:
+    """An fd holding the exclusive lock on ``run_dir``'s lock file, or None while a live run holds it."""
+    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+class RunClaim:
+    """The run directory this process runs in, locked against every other process until ``release()``."""
+
+    def __init__(self, run_id: str, fd: int | None):
+        self.run_id, self._fd = run_id, fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            d = config.runs_dir() / self.run_id
+            # a finished run leaves no lock file (whoever locks a new one sees run.json and lets go); an
+            # unfinished one keeps it, so that every later taker locks the same file
+            if (d / "run.json").exists():
+                (d / LOCK_NAME).unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+
+
+def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
+    """Lock the newest dead unfinished run directory of ``prefix`` (when ``reuse_unfinished``), else a new
+    one. Two processes never get the same directory: taking over needs the directory's lock (a live run
+    holds it), and a new directory whose lock another process got first (in the instant between its
+    mkdir and our lock) is left to that process."""
+    from .runinfo import new_run_id
+
+    runs = config.runs_dir()
+    runs.mkdir(parents=True, exist_ok=True)
+    if reuse_unfinished:
+        for d in _unfinished(prefix):
+            fd = _try_lock(d)
+            if fd is None:
+                continue  # a live run (e.g. the same configuration in another train-all) works there
+            if (d / "run.json").exists():  # finished between the listing and the lock
+                RunClaim(d.name, fd).release()
+                continue
+            return RunClaim(d.name, fd)
+    while True:
+        run_id = new_run_id(prefix)
+        try:
+            (runs / run_id).mkdir()
+        except FileExistsError:
+            continue
+        fd = _try_lock(runs / run_id)
+        if fd is not None:
+            return RunClaim(run_id, fd)
+        # another process's takeover locked the fresh, empty directory first: it is theirs; make another
 
 
 def _concat(paths: list[str], target: Path) -> str | None:
@@ -102,9 +169,6 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
     writes into the same directory instead of leaving an orphan beside it."""
     from .data import Manifest
     from .methods import get_spec
-    from .methods.base import NotApplicable
-    from .methods.spec import json_params
-    from .runinfo import new_run_id
 
     ddir = Path(dataset_dir)
     man = Manifest.read(ddir)
@@ -115,7 +179,21 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         cfg = cfg.model_copy(update={"device": device})
     fingerprint = man.data_fingerprint()
     prefix = run_prefix(method, dataset, seed, cfg.model_dump(mode="json"), fingerprint)
-    run_id = _agree((unfinished_run(prefix) if resume or reuse_unfinished else None) or new_run_id(prefix))
+    # only the main process of a distributed launch claims the directory; the others take its run id
+    claim = claim_run(prefix, reuse_unfinished=resume or reuse_unfinished) if _is_main() else RunClaim("", None)
+    try:
+        run_id = _agree(claim.run_id)
+        return _run_in(run_id, spec, ddir, method, dataset, seed, cfg, fingerprint, resume, flow)
+    finally:
+        claim.release()
+
+
+def _run_in(run_id: str, spec: Any, ddir: Path, method: str, dataset: str, seed: int, cfg: Any, fingerprint: str,
+            resume: bool, flow: str) -> Path:
+    """The run itself, in the claimed ``runs/<run_id>``; its record is written before the claim ends."""
+    from .methods.base import NotApplicable
+    from .methods.spec import json_params
+
     run_dir = config.runs_dir() / run_id
     record = new_record(run_id, flow=flow, task="train", method=method, params={"config": json_params(cfg)},
                         data_fingerprints={dataset: fingerprint}, seed=seed)

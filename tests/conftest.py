@@ -6,6 +6,15 @@ from pathlib import Path
 
 import pytest
 
+# The suite sees the environment CI gives it, not the developer's shell: an exported EVENTATLAS_CACHE
+# (a shared cache holding someone else's token ids and CPU precision-timing probe), EVENTATLAS_DATA /
+# EVENTATLAS_WAREHOUSE (real data for the tests that do not isolate their own), a tuning knob
+# (EVENTATLAS_MAX_DENSE_N, EVENTATLAS_LOCK_TIMEOUT, ...) or a live PREFECT_API_URL would otherwise change
+# what a test sees or where it writes. Kept: the tests' own knobs and the path to ../shared/data.
+_KEEP = {"EVENTATLAS_SHARED_DATA", "EVENTATLAS_FUZZ_EXAMPLES", "EVENTATLAS_TEST_ARTIFACTS"}
+for _k in [k for k in os.environ if k.startswith("EVENTATLAS_") and k not in _KEEP] + ["PREFECT_API_URL"]:
+    os.environ.pop(_k, None)
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -153,11 +153,11 @@ def test_meta_run_is_saved_evaluated_and_searchable(eventatlas_env, tmp_path):
     assert len(res) == 5 and all(a["score"] >= b["score"] for a, b in zip(res, res[1:]))
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model", "meta:no-such-run"],
                       terminal_width=400)
-    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "meta model 'no-such-run': no such run" in r.output
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model", f"meta:{run_id}",
                             "-r", "trigger"], terminal_width=400)
-    assert r.exit_code == 1 and "trained on representation='window4'" in r.output
+    assert r.exit_code == 2 and "trained on representation='window4'" in r.output
 
 
 @pytest.mark.shared_data

@@ -79,8 +79,16 @@ def test_search_siamese_trains_on_the_examples(corpus, tmp_path):
 def test_bad_examples_get_one_line_errors(corpus, tmp_path, lines, message):
     ex = _examples(tmp_path, lines)
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex)], terminal_width=400)
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # bad input (README: exit 2)
     assert message in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_output_suffix_is_bad_input(eventatlas_env, tmp_path):
+    ex = _examples(tmp_path, ["The rebels [stormed] the city ."])
+    r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "-o", str(tmp_path / "r.txt")],
+                      terminal_width=400)
+    assert r.exit_code == 2 and "give a .csv or .parquet path" in r.output and len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r.txt").exists()
 
 
 def test_empty_corpus_and_one_shot_siamese_are_refused(eventatlas_env, tmp_path):
@@ -92,13 +100,13 @@ def test_empty_corpus_and_one_shot_siamese_are_refused(eventatlas_env, tmp_path)
         w.commit({"reader": "maven_sentences"})
     ex = _examples(tmp_path, ["The rebels [stormed] the city ."])
     r = runner.invoke(app, ["search", "--dataset", "empty", "--examples", str(ex)], terminal_width=400)
-    assert r.exit_code == 1 and "has no mentions to search (empty corpus" in r.output
+    assert r.exit_code == 2 and "has no mentions to search (empty corpus" in r.output
     ingest("maven_sentences", SAMPLE, out_dir=eventatlas_env / "data" / "datasets" / "emr_sample", dataset="emr_sample")
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model", "siamese"],
                       terminal_width=400)
-    assert r.exit_code == 1 and "needs at least 2 examples" in r.output
+    assert r.exit_code == 2 and "needs at least 2 examples" in r.output
     r = runner.invoke(app, ["search", "--dataset", "nothere", "--examples", str(ex)], terminal_width=400)
-    assert r.exit_code == 1 and "'nothere' is not ingested" in r.output
+    assert r.exit_code == 2 and "'nothere' is not ingested" in r.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     with pytest.raises(SearchError, match=r"bad.jsonl:1: not valid JSON"):

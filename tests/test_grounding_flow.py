@@ -76,9 +76,9 @@ def test_train_all_grounding_then_ground(world):
                       (["--run", "grounding-nope", "--text", text], "unknown run 'grounding-nope'")):
         full = ["ground", "--dataset", "wikigrounding", "--run", run_id, *args]
         r = runner.invoke(app, full)
-        assert r.exit_code != 0 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert r.exit_code == 2 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
     empty = world["root"] / "data" / "datasets" / "nocands"
     empty.mkdir(parents=True)
     (empty / "manifest.json").write_text('{"dataset": "nocands"}')
     r = runner.invoke(app, ["ground", "--dataset", "nocands", "--run", run_id, "--text", text])
-    assert r.exit_code != 0 and "has no candidates" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.exit_code == 2 and "has no candidates" in r.output and len(r.output.strip().splitlines()) == 1, r.output

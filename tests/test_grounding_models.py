@@ -141,4 +141,4 @@ def test_ground_command_bad_input_one_line_each(eventatlas_env):
              (["--run", "grounding-x", "--text", "Police [arrested] him ."], "has no candidates")]
     for args, msg in cases:
         r = CliRunner().invoke(app, ["ground", "--dataset", "nocands", *args])
-        assert r.exit_code != 0 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert r.exit_code == 2 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output

@@ -322,3 +322,21 @@ def test_ensemble_is_clustered_with_the_members_manifold_neighbour_count(tmp_pat
     assert cluster_settings(BatchAttentionConfig(), {"k_manifold": 3000}) == {"n_clusters": None, "k_manifold": 3000}
     assert cluster_settings(BatchAttentionConfig(k_manifold=7, n_clusters=4), {"k_manifold": 3000}) == \
         {"n_clusters": 4, "k_manifold": 7}
+
+
+def test_only_the_main_process_prunes_the_saved_models(tmp_path):
+    # under a data-parallel launch every process reaches prune_models; only the main one saved the
+    # models, and two processes deleting the same files raced (the second unlink raised)
+    from eventatlas.induction.training import SilhouetteSelection
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for e in range(3):
+        (models / f"epoch_{e:02d}.pt").write_bytes(b"x")
+    cb = SilhouetteSelection([], "trigger", tmp_path, [2])
+    cb.prune_models(1, is_main=False)  # another rank: leaves them to the main process
+    assert sorted(p.name for p in models.iterdir()) == ["epoch_00.pt", "epoch_01.pt", "epoch_02.pt"]
+    cb.prune_models(1, is_main=True)
+    assert sorted(p.name for p in models.iterdir()) == ["epoch_01.pt"]
+    SilhouetteSelection([], "trigger", tmp_path, [2], keep_models="all").prune_models(2)
+    assert sorted(p.name for p in models.iterdir()) == ["epoch_01.pt"]

@@ -188,7 +188,6 @@ def test_eventatlas_train_under_torchrun_one_record_and_resume(tmp_path):
     run id, rank 0 writes the one record, each process trains on half the batches. Then `--resume`
     continues the newest unfinished run directory of the same configuration."""
     import os
-    import socket
     import subprocess
     import sys
 
@@ -199,11 +198,10 @@ def test_eventatlas_train_under_torchrun_one_record_and_resume(tmp_path):
                          "train": {"epochs": 2, "batch_size": 8, "precision": "fp32"}})
     env = {**os.environ, "EVENTATLAS_DATA": str(root / "data"), "EVENTATLAS_CACHE": str(root / "cache"),
            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), "-m", "eventatlas.cli", "train", "batch_attention", "mini_events",
+    # --standalone: torchrun's rendezvous store binds a free port itself (a port picked here and released
+    # could be taken by another process before torchrun binds it)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "eventatlas.cli", "train", "batch_attention", "mini_events",
            "--device", "cpu", "--params", params]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]

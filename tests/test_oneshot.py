@@ -120,7 +120,13 @@ def test_direct_ingest_retries_a_transient_download_failure_like_the_task(clean_
         return real(name, SAMPLE, dataset=kw["dataset"])
 
     monkeypatch.setattr(core, "ingest", flaky)
-    monkeypatch.setattr("time.sleep", slept.append)
+    # time.sleep is process-wide: background threads (Prefect's services left by the test before, HTTP
+    # servers) keep their real sleep, and only this thread's sleeps are recorded (and skipped)
+    import threading
+    import time
+
+    real_sleep, me = time.sleep, threading.get_ident()
+    monkeypatch.setattr("time.sleep", lambda s: slept.append(s) if threading.get_ident() == me else real_sleep(s))
     man = cli._ingest_direct("maven", None, True, "dl", None)
     assert man["dataset"] == "dl" and len(calls) == 3 and slept == [10, 30]
     calls.clear()

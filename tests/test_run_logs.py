@@ -22,9 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 def _flow_logs(flow_run_id) -> list:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogHandler
+    from prefect.logging.handlers import APILogWorker
 
-    APILogHandler().flush()  # the API log worker sends in batches
+    # the API log worker sends in batches: wait until everything queued has been sent. Not
+    # APILogHandler().flush(): it gives up after 5 s, which a loaded machine can pass, and the lines
+    # not yet sent would then be missing below.
+    APILogWorker.drain_all(timeout=120)
 
     async def read():
         async with get_client() as c:

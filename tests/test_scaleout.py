@@ -8,9 +8,9 @@ Every process is torn down by PID in a ``finally`` block, bounded in time.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -119,6 +119,70 @@ def test_run_method_reuse_unfinished_takes_the_dead_attempts_directory(eventatla
     assert run_method("boom", ddir, seed=3).parent not in {fresh.parent, first.parent}
 
 
+def hang(dataset_dir, out_dir, *, seed, **params):
+    """With EVENTATLAS_TEST_HANG set: mark the run directory as started, say so, and block until killed
+    (a live run of another train-all); else fail at once like ``boom``."""
+    if not os.environ.get("EVENTATLAS_TEST_HANG"):
+        raise RuntimeError("quick failure on purpose")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    Path(out_dir, "started").write_text(str(os.getpid()))
+    print("running", out_dir, flush=True)
+    sys.stdin.read()
+
+
+HANG_HOLDER = """
+import sys
+sys.path[:0] = [sys.argv[2]]
+import test_scaleout as t
+from eventatlas.methods import REGISTRY
+from eventatlas.runner import run_method
+REGISTRY["hang"] = t._hang_spec()
+run_method("hang", sys.argv[1], seed=3)
+"""
+
+
+def _hang_spec():
+    from eventatlas.methods import MethodSpec
+
+    return MethodSpec(name="hang", config="eventatlas.methods.spec:MethodConfig", run="test_scaleout:hang",
+                      applies_to=frozenset({"typed_mentions"}), tasks=("induction",))
+
+
+def test_a_live_run_keeps_its_directory_from_a_concurrent_run_of_the_same_configuration(eventatlas_env, monkeypatch):
+    """Two train-all runs with one configuration: the second never writes into the first's unfinished
+    directory while the first is alive (its cells reuse unfinished directories), and takes it over once
+    the first was SIGKILLed."""
+    from eventatlas import config
+    from eventatlas.ingest import ingest_samples
+    from eventatlas.methods import REGISTRY
+    from eventatlas.records import read_record
+    from eventatlas.runner import LOCK_NAME, run_method
+
+    monkeypatch.setitem(REGISTRY, "hang", _hang_spec())
+    ddir = Path(ingest_samples(names=["ace2005"])[0]["path"])
+    holder = subprocess.Popen([sys.executable, "-c", HANG_HOLDER, str(ddir), str(Path(__file__).parent)],
+                              env={**os.environ, "EVENTATLAS_TEST_HANG": "1"}, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = holder.stdout.readline().split()  # blocks until the holder's run has started
+        assert line[:1] == ["running"], line
+        live = Path(line[1])
+        assert live.parent == config.runs_dir() and not (live / "run.json").exists()
+        for kw in ({"reuse_unfinished": True}, {"resume": True}):
+            rec = run_method("hang", ddir, seed=3, **kw)
+            assert rec.parent != live and read_record(rec)["run"]["status"] == "failed"
+            assert not (rec.parent / LOCK_NAME).exists()  # a finished run leaves no lock file
+        assert sorted(p.name for p in live.iterdir()) == sorted([LOCK_NAME, "started"])  # untouched
+        assert (live / "started").read_text() == str(holder.pid)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    # the killed run's lock went with its process: its directory is taken over, not left as an orphan
+    rec = run_method("hang", ddir, seed=3, reuse_unfinished=True)
+    assert rec.parent == live and read_record(rec)["run"]["status"] == "failed"
+    assert not (live / LOCK_NAME).exists()
+
+
 def test_gpu_cells_carry_the_dask_gpu_resource_only_on_dask():
     import dask
 
@@ -156,10 +220,12 @@ def grid_env(tmp_path_factory):
             yield {"root": root, "params": params}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _scheduler_address(path: Path) -> str | None:
+    """The address a dask scheduler wrote to its --scheduler-file (None until it is complete)."""
+    try:
+        return json.loads(path.read_text())["address"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -181,8 +247,9 @@ def cluster(grid_env, tmp_path):
     """A scheduler and two single-threaded worker processes (no nanny: a killed worker stays dead)."""
     from distributed import Client
 
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    # the scheduler binds a free port itself and writes its address to a file the workers read (a port
+    # picked here and released could be taken by another process before the scheduler binds it)
+    sched_file = tmp_path / "scheduler.json"
     procs: list[subprocess.Popen] = []
     logs = []
 
@@ -194,10 +261,17 @@ def cluster(grid_env, tmp_path):
         return procs[-1]
 
     try:
-        start("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", "--no-show",
-              name="scheduler")
-        workers = [start("worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
-                         "--name", f"w{i}", "--death-timeout", "60", name=f"worker{i}") for i in range(2)]
+        sched = start("scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(sched_file),
+                      "--no-dashboard", "--no-show", name="scheduler")
+        deadline = time.monotonic() + 120  # a bound for a hang, not an expected duration
+        while not _scheduler_address(sched_file):
+            assert sched.poll() is None, (tmp_path / "scheduler.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the dask scheduler did not start in 120 s"
+            time.sleep(0.1)
+        address = _scheduler_address(sched_file)
+        workers = [start("worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--no-nanny",
+                         "--no-dashboard", "--host", "127.0.0.1", "--name", f"w{i}", "--death-timeout", "60",
+                         name=f"worker{i}") for i in range(2)]
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=90)
             yield {"address": address, "workers": workers, "logs": tmp_path}

@@ -2,6 +2,7 @@
 the token-id cache, device resolution."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -104,17 +105,22 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
     ref = _run_worker(tiny, tmp_path / "ref")
     assert ref.returncode == 0, ref.stderr[-2000:]
     out = tmp_path / "killed"
-    proc = _run_worker(tiny, out, "--sleep", "0.15", wait=False)
-    latest = out / "checkpoints" / "latest.json"
-    deadline = time.time() + 240
-    # kill mid-epoch: after a step checkpoint inside the second epoch (7 batches per epoch)
-    while time.time() < deadline:
-        if latest.exists() and '"epoch": 1' in latest.read_text() and '"batch": 0' not in latest.read_text():
-            break
-        assert proc.poll() is None, proc.stderr.read()[-2000:]
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    # kill mid-epoch, mid-step: the worker blocks inside step 11 (the 4th of the second epoch; 7 batches
+    # per epoch), after the step-10 checkpoint. A poll for that window of a running job could miss it
+    # on a loaded machine (the job then finished and the test failed).
+    hang = tmp_path / "hanging"
+    proc = _run_worker(tiny, out, "--hang-at", "11", "--hang-file", str(hang), wait=False)
+    try:
+        deadline = time.monotonic() + 240  # a bound for a hang, not an expected duration
+        while not hang.exists():
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "the worker did not reach step 11 in 240 s"
+            time.sleep(0.02)
+        latest = json.loads((out / "checkpoints" / "latest.json").read_text())
+        assert (latest["step"], latest["epoch"], latest["batch"]) == (10, 1, 3)
+    finally:
+        proc.kill()  # SIGKILL, also when an assertion failed (the worker would block for an hour)
+        proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "final.pt").exists()
     res = _run_worker(tiny, out, "--resume")
@@ -134,15 +140,11 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
 def test_data_parallel_two_processes_under_torchrun(tiny, tmp_path):
     # the same worker, unchanged, under torchrun with 2 CPU processes (gloo): Accelerate wraps the
     # model in DDP, each process takes every other batch of the epoch, the replicas stay identical
-    import json
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # --standalone: the launcher's own rendezvous store binds a free port itself (no port picked here,
+    # released, and possibly taken by another process before torchrun binds it)
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), str(HERE / "train_worker.py"), str(tiny), str(out)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(HERE / "train_worker.py"), str(tiny), str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -174,23 +174,24 @@ def test_query_on_missing_warehouse_says_what_to_do(tmp_path):
 
 HOLDER = textwrap.dedent(
     """
-    import sys, time, duckdb
+    import sys, duckdb
     con = duckdb.connect(sys.argv[1])  # read-write: holds the file lock
     print("locked", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.read()  # until the test closes our stdin (or kills us)
     con.close()
     """
 )
 
 
-def _hold_lock(path: Path, seconds: float) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+def _hold_lock(path: Path) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
     assert p.stdout.readline().strip() == "locked"
     return p
 
 
 def test_lock_held_by_another_process_gives_clear_error(wh):
-    holder = _hold_lock(wh.path, 30)
+    holder = _hold_lock(wh.path)
     try:
         t0 = time.monotonic()
         with pytest.raises(WarehouseLocked) as ei:
@@ -206,11 +207,22 @@ def test_lock_held_by_another_process_gives_clear_error(wh):
 
 
 def test_lock_released_during_backoff_is_waited_for(wh):
-    holder = _hold_lock(wh.path, 1.0)
+    # The holder lets go only once the publisher has found the file locked (its on_wait hook), so the
+    # publish always starts against a held lock and has to wait for its release, whatever the load
+    # (a holder sleeping a fixed 1 s could let go before a slow publisher even tried).
+    holder = _hold_lock(wh.path)
+    waited_for = []
+
+    def release(pid):
+        waited_for.append(pid)
+        holder.stdin.close()
+
     try:
-        Warehouse(wh.path, lock_timeout=20).publish(_run("after", "2026-01-01 00:00:00"))
+        Warehouse(wh.path, lock_timeout=120, on_wait=release).publish(_run("after", "2026-01-01 00:00:00"))
     finally:
+        holder.kill()
         holder.wait()
+    assert waited_for == [str(holder.pid)]
     assert wh.query("SELECT run_id FROM runs").run_id.tolist() == ["after"]
 
 
@@ -260,6 +272,18 @@ def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
         ("naming", None, "perfect", 1.0, 2),  # naming_mean_rank: lower is better (migration 005)
     ]
     assert lb.iloc[0]["mean"] == pytest.approx(0.45)
+
+
+def test_map_std_is_lower_is_better(wh):
+    # emr's map_std is a spread over repetitions: the leaderboard's best over seeds is the smallest
+    for seed, (m, sd) in enumerate([(0.60, 0.05), (0.55, 0.02), (0.50, 0.09)]):
+        wh.publish(_run(f"r{seed}", f"2026-01-01 0{seed}:00:00", method="emr", seed=seed),
+                   [_m("d1", "window4", None, "map", m, seed, method="emr", task="retrieval"),
+                    _m("d1", "window4", None, "map_std", sd, seed, method="emr", task="retrieval")])
+    best = dict(wh.query_rows("SELECT metric, best FROM leaderboard WHERE method = 'emr'")[1])
+    assert best == {"map": pytest.approx(0.60), "map_std": pytest.approx(0.02)}
+    _, d = wh.query_rows("SELECT higher_is_better FROM metric_direction WHERE metric = 'map_std'")
+    assert d == [(False,)]
 
 
 def _steps(n, loss0=1.0):

@@ -14,6 +14,7 @@ from eventatlas.warehouse import (
     MIGRATIONS_DIR,
     Warehouse,
     WarehouseError,
+    discover_migrations,
     legacy_metric_keys,
 )
 
@@ -91,7 +92,9 @@ def old_warehouse(tmp_path) -> Warehouse:
 
 def test_migration_003_backfills_task_clustering_variant_without_losing_rows(old_warehouse):
     wh = Warehouse(old_warehouse.path)  # the real migrations directory
-    assert wh.migrate() == [3, 4, 5, 101, 102, 103, 104]
+    # every migration after 002, in order (the list grows with new migrations; 003-006 are this test's)
+    applied = wh.migrate()
+    assert applied == [m.version for m in discover_migrations() if m.version > 2] and applied[:4] == [3, 4, 5, 6]
     assert wh.migrate() == []
     _, got = wh.query_rows("SELECT value, run_id, task, dataset, split, setting, method, representation, clustering, "
                            "variant, metric, seed FROM metrics ORDER BY value")
@@ -134,7 +137,7 @@ def test_migrated_views_group_by_task_and_variant(old_warehouse):
     assert two == [("batch_attention", "attn_dot", 2, 18.0, 11.5), ("untuned", None, 2, 4.0, 2.0)]
     # naming_mean_rank is lower-is-better (005): a single seed, so best is its value either way; check the table
     _, d = wh.query_rows("SELECT metric FROM metric_direction WHERE NOT higher_is_better ORDER BY 1")
-    assert [m for (m,) in d] == ["linking_mean_rank", "mean_rank", "naming_mean_rank"]
+    assert [m for (m,) in d] == ["linking_mean_rank", "map_std", "mean_rank", "naming_mean_rank"]
     assert wh.query("SELECT count(*) AS n FROM learning_curves").n[0] == 0
 
 

@@ -16,7 +16,12 @@ from wiki_world.world import LANGS, build_world
 pytestmark = pytest.mark.network
 
 API_KEYS = ("id", "type", "labels", "descriptions", "claims", "sitelinks")
-FAST = {"contact": "eventatlas-tests@example.org", "timeout": 0.3, "backoff_base": 0.01, "backoff_cap": 0.05}
+# A generous client timeout: a slow answer on a loaded machine must not time out, or it costs an extra
+# request and the exact request counts below no longer match. Only the runs whose server injects a
+# "timeout" fault use a short one (FAULTY), against a server that keeps that answer for much longer.
+FAST = {"contact": "eventatlas-tests@example.org", "timeout": 10.0, "backoff_base": 0.01, "backoff_cap": 0.05}
+FAULTY = {**FAST, "timeout": 2.0}
+TIMEOUT_SLEEP = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +155,8 @@ FAULTS = {2: "429", 5: "maxlag", 9: "503", 14: "timeout", 20: "truncate", 27: "d
 
 
 def test_fault_injected_run_equals_fault_free_run(world, reference):
-    with WikiWorldServer(world, schedule=FAULTS, retry_after=0.2, timeout_sleep=0.5) as srv:
-        with _backend(srv, world) as b:
+    with WikiWorldServer(world, schedule=FAULTS, retry_after=0.2, timeout_sleep=TIMEOUT_SLEEP) as srv:
+        with _backend(srv, world, client_options=FAULTY) as b:
             out = crawl_protocol(b, LANGS, world.news)
             stats = dict(b.client.stats)
         log = list(srv.log)
@@ -176,14 +181,33 @@ def test_http_cache_makes_a_repeated_build_free(world, reference, tmp_path):
     assert _canon(first) == _canon(second) == _canon(reference["crawl"])
 
 
+def _content_fetch(r):
+    p = r["params"]
+    return "revisions" in p.get("prop", "") and "rvcontinue" not in p and "clcontinue" not in p
+
+
 def test_concurrent_page_fetching_equals_serial(world, reference):
+    # The first batch of the first page listing that takes more than one batch of 8 (found by a serial
+    # crawl: same batches, same order). The concurrent crawl sends it with the listing's next batches;
+    # the server holds it until a second request is in, so the overlap is there whatever the load.
+    with WikiWorldServer(world) as srv, _backend(srv, world, batch_size=8) as b:
+        crawl_protocol(b, LANGS, world.news)
+        serial = sorted(srv.log, key=lambda r: r["n"])
+    fetches = [r for r in serial if _content_fetch(r)]
+
+    def same_listing(a, nxt):  # nothing but a's own continuations in between
+        between = serial[a["n"]:nxt["n"] - 1]
+        return a["site"] == nxt["site"] and all(r["params"].get("titles") == a["params"]["titles"] for r in between)
+
+    first = next(a for a, nxt in zip(fetches, fetches[1:]) if same_listing(a, nxt))
     with WikiWorldServer(world, delay=0.01) as srv:
+        srv.hold_until_concurrent(2, match=lambda r: r["site"] == first["site"]
+                                  and r["params"].get("titles") == first["params"]["titles"] and _content_fetch(r))
         with _backend(srv, world, batch_size=8, client_options={**FAST, "concurrency": 3}) as b:
             out = crawl_protocol(b, LANGS, world.news)
         log = list(srv.log)
     assert _canon(out) == _canon(reference["crawl"])
-    revs = [r for r in log if "revisions" in r["params"].get("prop", "") and "rvcontinue" not in r["params"]
-            and "clcontinue" not in r["params"]]
+    revs = [r for r in log if _content_fetch(r)]
     assert max(len(r["params"]["titles"].split("|")) for r in revs) == 8
     iv = sorted((r["t"], r["t_done"]) for r in log)
     in_flight = max(sum(1 for a, b in iv if a <= t < b) for t, _ in iv)
@@ -223,7 +247,8 @@ def test_api_build_equals_dump_build(world, tmp_path):
         man_a = build.build(b, tmp_path / "api_build", **kw)
         assert man_a["backend"]["backend"] == "api" and man_a["backend"]["http"]["requests"] == len(srv.log)
     # and once more through a server injecting every kind of fault
-    with WikiWorldServer(world, schedule=FAULTS, retry_after=0.2, timeout_sleep=0.5) as srv, _backend(srv, world) as b:
+    with (WikiWorldServer(world, schedule=FAULTS, retry_after=0.2, timeout_sleep=TIMEOUT_SLEEP) as srv,
+          _backend(srv, world, client_options=FAULTY) as b):
         man_f = build.build(b, tmp_path / "faulty_build", **kw)
         assert sum(1 for r in srv.log if r["fault"]) == len(FAULTS)
     dump_t = _read_build(tmp_path / "dump_build")

@@ -185,7 +185,7 @@ def test_flow_process_pool_shards_and_warehouse(eventatlas_env, monkeypatch, wor
     monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
     paths = write_dumps(build_world(), eventatlas_env / "dumps", wikidata_compression="bz2")
     out = eventatlas_env / "flowout"
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=300):  # Prefect's default 30 s is short on a loaded machine
         man = build_wikievents(dumps=paths, out_dir=str(out), languages=list(LANGS),
                                params={**WORLD_PARAMS, "workers": 2}, build_id="f1")
     assert man["counts"] == mem["counts"]
@@ -210,7 +210,7 @@ def test_flow_shards_on_a_local_dask_cluster_chosen_at_run_time(eventatlas_env, 
     monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
     paths = write_dumps(build_world(), eventatlas_env / "dumps", wikidata_compression="bz2")
     out = eventatlas_env / "daskout"
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=300):  # Prefect's default 30 s is short on a loaded machine
         with pytest.raises(ValueError, match="unknown runner 'dusk'"):
             build_wikievents(dumps=paths, out_dir=str(out), runner="dusk", record=False)
         assert not out.exists()

@@ -217,8 +217,11 @@ class SilhouetteSelection(Callback):
     def choose(self, window: int) -> dict[str, int]:
         return {rule: choose_epoch(self.scores, window, rule) for rule in ("paper", "code")}
 
-    def prune_models(self, keep_epoch: int) -> None:
-        if self.keep_models != "chosen":
+    def prune_models(self, keep_epoch: int, is_main: bool = True) -> None:
+        """Delete the saved models other than ``keep_epoch``'s. Only the main process, which saved them:
+        under a data-parallel launch every process calls this, and two deleting the same files race
+        (the slower one's unlink failed with FileNotFoundError)."""
+        if self.keep_models != "chosen" or not is_main:
             return
         for p in (self.out / "models").glob("epoch_*.pt"):
             if p.name != f"epoch_{keep_epoch:02d}.pt":

@@ -177,7 +177,7 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
                       phase=rep)
     res = trainer.fit(resume=resume)
     chosen = cb.choose(cfg.stop_window)
-    cb.prune_models(chosen[cfg.stop_rule])
+    cb.prune_models(chosen[cfg.stop_rule], is_main=trainer.is_main)
     summary = {
         "config": cfg.model_dump(mode="json"), "representation": rep, "seed": seed, "setting": sel.setting(),
         "augmentation": augmentation, "trigger_markers": cfg.trigger_markers, "pseudo_labels": pseudo_info,

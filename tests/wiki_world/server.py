@@ -18,6 +18,10 @@ Fault injection (per test): ``schedule={n: kind}`` (the n-th request, 1-based) a
 Content-Length), ``short`` (full Content-Length, half the body, then close), ``drop``
 (close the connection without a response), ``retry-after-date`` (429 with an HTTP-date).
 
+``hold_until_concurrent(n, match=)`` makes the matching requests wait (bounded) until ``n`` requests
+have been in the server at once: a test of client-side concurrency then sees the overlap whatever
+the machine's load, instead of hoping that a fixed ``delay`` is long enough.
+
 Every request is logged (``server.log``: monotonic and wall time, site, params, User-Agent,
 Accept-Encoding, fault, status) and, with ``log_path=``, appended to a JSONL file so a test
 can watch a crawler in another process.
@@ -150,6 +154,10 @@ class WikiWorldServer:
         self.log: list[dict[str, Any]] = []
         self.log_path = Path(log_path) if log_path else None
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # in-flight changes (hold_until_concurrent)
+        self._in_flight = 0
+        self._peak = 0  # most requests in the server at once
+        self._hold: tuple[int, Callable[[dict], bool] | None, float] | None = None
         self._n = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -205,6 +213,30 @@ class WikiWorldServer:
         with self._lock:
             self._injected.append([kind, times, match])
 
+    def hold_until_concurrent(self, n: int, match: Callable[[dict], bool] | None = None,
+                              timeout: float = 60.0) -> None:
+        """Requests for which ``match(record)`` holds (all when None) are answered only once ``n``
+        requests have been in the server at the same time (or after ``timeout`` s, so that a serial
+        client shows up as a slow test that then fails its overlap assertion, not as a hang)."""
+        with self._lock:
+            self._hold = (n, match, timeout)
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests the server has held at the same time."""
+        return self._peak
+
+    def _wait_for_company(self, rec: dict) -> None:
+        hold = self._hold
+        if hold is None or (hold[1] is not None and not hold[1](rec)):
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._peak >= hold[0], timeout=hold[2])
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+
     def clear_faults(self) -> None:
         with self._lock:
             self._injected.clear()
@@ -225,6 +257,10 @@ class WikiWorldServer:
             self._n += 1
             rec["n"] = self._n
             rec["fault"] = self._pick_fault(rec)
+            self._in_flight += 1
+            if self._in_flight > self._peak:
+                self._peak = self._in_flight
+                self._cond.notify_all()
             self.log.append(rec)
             if self.log_path is not None:
                 with open(self.log_path, "a", encoding="utf-8") as f:
@@ -470,6 +506,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle(self.rfile.read(n) if n else b"")
 
     def _handle(self, body: bytes) -> None:
+        try:
+            self._serve(body)
+        finally:
+            if getattr(self, "_rec", None) is not None:
+                self._rec = None
+                self.world_server._leave()
+
+    def _serve(self, body: bytes) -> None:
         ws = self.world_server
         parts = urlsplit(self.path)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -484,6 +528,7 @@ class _Handler(BaseHTTPRequestHandler):
         })
         fault = rec["fault"]
         self._rec = rec
+        ws._wait_for_company(rec)
         ra = ws.retry_after
         ra_header = str(int(ra)) if float(ra).is_integer() else str(ra)
         if fault == "drop":
