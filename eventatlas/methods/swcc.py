@@ -67,7 +67,7 @@ class SWCCConfig(MethodConfig):
     sinkhorn_iters: int = Field(3, ge=1)
     entropy_weight: float = Field(0.0, ge=0)  # the authors' code: 0.05 (not in the paper)
     margin: float = Field(0.5, gt=0)  # the margin-loss ablation
-    weighting: Literal["minmax", "uniform"] = "minmax"
+    weighting: Literal["minmax", "log", "uniform"] = "minmax"  # pair weights w (swcc.data.pair_weights)
     max_events: Optional[int] = Field(None, ge=4)  # seeded subsample of the training events (CPU budgets)
     eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
     eval_every_epoch: bool = True
