@@ -6,7 +6,8 @@ Per step (internals in :mod:`eventatlas.swcc`): three dropout views q, k1, k2 of
 co-occurring event p drawn by co-occurrence count with its weight (``weighting``: min-max as in the
 paper, log or uniform), and the event with one non-special token masked;
 ``L = L_cl + beta * L_proto + gamma * L_mlm``. ``variant`` selects the paper's ablations
-(``no_prototypes``, ``no_weak``, ``no_mlm``, ``infonce`` = dropout views only, ``margin``); it is the ``variant`` column of the metric rows.
+(``no_prototypes``, ``no_weak``, ``no_mlm``, ``infonce`` = dropout views only, ``margin``);
+it is the ``variant`` column of the metric rows.
 
 Training goes through the shared :class:`eventatlas.training.Trainer` (bucketed batches of cached token
 ids, dynamic padding, checkpoints, step logs, learning curve); after every epoch the encoder is scored on
