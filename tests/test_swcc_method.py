@@ -42,6 +42,11 @@ def test_events_and_weighted_partners(tuples):
     assert share_j == pytest.approx(2 / total, abs=0.03) and set(draws) <= set(nb) and n_partners >= 5
     w, degenerate = minmax(np.array([1.0, 1.0]))
     assert degenerate and w.tolist() == [1.0, 1.0]
+    # log weighting: the count-1 pairs (0.0 under min-max) get log 2 / log 3 > 0, the count-2 pair 1.0
+    lg = load_events(tuples, weighting="log")
+    nb_log = dict(zip(lg.indices[lg.indptr[i]:lg.indptr[i + 1]].tolist(), lg.weights[lg.indptr[i]:lg.indptr[i + 1]]))
+    assert nb_log[j] == 1.0 and nb_log[k] == pytest.approx(np.log(2) / np.log(3))
+    assert lg.record["weighting"] == "log" and lg.record["pairs_weight_zero"] == 0
     sub = load_events(tuples, max_events=10, seed=3)
     assert len(sub) == 10 and sub.record["subsampled"] and set(sub.texts) <= set(ev.texts)
     assert (sub.indices < 10).all()
@@ -55,6 +60,22 @@ def tiny_model(tmp_path):
 
     return tiny_bert(tmp_path, TUPLES.read_text().replace("_NULL_", "").split("\n") + ["military launch program"],
                      hidden=32, layers=1)
+
+
+def test_pair_weights_hand_computed():
+    from eventatlas.swcc.data import pair_weights
+
+    c = np.array([1.0, 3.0, 7.0])
+    # min-max: (c - 1) / 6; log: log(1 + c) / log 8 = log2(1 + c) / 3 -> 1/3, 2/3, 1; uniform: 1
+    assert pair_weights(c, "minmax")[0].tolist() == pytest.approx([0.0, 1 / 3, 1.0])
+    assert pair_weights(c, "log")[0].tolist() == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert pair_weights(c, "uniform")[0].tolist() == [1.0, 1.0, 1.0]
+    w, degenerate = pair_weights(np.array([4.0, 4.0]), "log")
+    assert degenerate and w.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="weighting must be one of"):
+        pair_weights(c, "sqrt")
+    with pytest.raises(ValueError, match="counts >= 1"):
+        pair_weights(np.array([0.0, 2.0]), "log")
 
 
 @pytest.mark.parametrize("variant", ["swcc", "infonce", "margin", "no_weak"])

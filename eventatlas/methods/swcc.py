@@ -3,10 +3,11 @@
 and evaluated on every event-similarity benchmark at hand (hard similarity, transitive, MCNC).
 
 Per step (internals in :mod:`eventatlas.swcc`): three dropout views q, k1, k2 of each event, one
-co-occurring event p drawn by co-occurrence count with its min-max weight, and the event with one
-non-special token masked; ``L = L_cl + beta * L_proto + gamma * L_mlm``. ``variant`` selects the
-paper's ablations (``no_prototypes``, ``no_weak``, ``no_mlm``, ``infonce`` = dropout views only,
-``margin``); it is the ``variant`` column of the metric rows.
+co-occurring event p drawn by co-occurrence count with its weight (``weighting``: min-max as in the
+paper, log or uniform), and the event with one non-special token masked;
+``L = L_cl + beta * L_proto + gamma * L_mlm``. ``variant`` selects the paper's ablations
+(``no_prototypes``, ``no_weak``, ``no_mlm``, ``infonce`` = dropout views only, ``margin``);
+it is the ``variant`` column of the metric rows.
 
 Training goes through the shared :class:`eventatlas.training.Trainer` (bucketed batches of cached token
 ids, dynamic padding, checkpoints, step logs, learning curve); after every epoch the encoder is scored on
@@ -67,7 +68,7 @@ class SWCCConfig(MethodConfig):
     sinkhorn_iters: int = Field(3, ge=1)
     entropy_weight: float = Field(0.0, ge=0)  # the authors' code: 0.05 (not in the paper)
     margin: float = Field(0.5, gt=0)  # the margin-loss ablation
-    weighting: Literal["minmax", "uniform"] = "minmax"
+    weighting: Literal["minmax", "log", "uniform"] = "minmax"  # pair weights w (swcc.data.pair_weights)
     max_events: Optional[int] = Field(None, ge=4)  # seeded subsample of the training events (CPU budgets)
     eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
     eval_every_epoch: bool = True

@@ -10,8 +10,12 @@ dataset (e.g. the ``event_tuples`` reader) rendered as text, and their co-occurr
   same text pair summed), as a CSR adjacency (``indptr``, ``indices``, ``counts``) over event indices;
 * ``max_events``: a seeded subsample (recorded): whole documents in a seeded order until ``max_events``
   distinct events (the last document cut), so co-occurring pairs survive; pairs leaving it are dropped;
-* ``weights``: the co-occurrence count of every stored pair min-max normalised over the whole table
-  (SWCC's ``w``); every count equal -> 1.0 (recorded). ``weighting="uniform"`` gives every pair 1.0.
+* ``weights`` (:func:`pair_weights`, ``weighting``): ``"minmax"`` (SWCC's ``w``, the paper) = the
+  co-occurrence count of every stored pair min-max normalised over the whole table (every count equal ->
+  1.0, recorded); it gives 0 to every pair at the minimum count, i.e. to the ~97% of NYT pairs seen in one
+  document, which switches the weak term nearly off on small corpora. ``"log"`` = ``log(1 + c) /
+  log(1 + c_max)`` (a once-co-occurring pair gets ``log 2 / log(1 + c_max) > 0``, the most frequent 1.0);
+  ``"uniform"`` = 1.0 for every pair.
 
 Memory: O(events + pairs); the pair table is read column-wise.
 """
@@ -28,7 +32,9 @@ from ..evaluation.pairs import DEFAULT_TEMPLATE, event_text
 
 COOCCURRENCE_TASK = "cooccurrence"
 
-__all__ = ["Events", "load_events", "minmax"]
+__all__ = ["Events", "WEIGHTINGS", "load_events", "minmax", "pair_weights"]
+
+WEIGHTINGS = ("minmax", "log", "uniform")
 
 
 @dataclass
@@ -63,6 +69,23 @@ def minmax(counts: np.ndarray) -> tuple[np.ndarray, bool]:
     if hi == lo:
         return np.ones_like(counts), True
     return (counts - lo) / (hi - lo), False
+
+
+def pair_weights(counts: np.ndarray, weighting: str = "minmax") -> tuple[np.ndarray, bool]:
+    """(weight per pair, degenerate) for co-occurrence ``counts`` (>= 1) under ``weighting`` (module doc);
+    degenerate = every count equal under minmax or log (then 1.0 everywhere; always False for uniform)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if weighting == "minmax":
+        return minmax(counts)
+    if weighting == "uniform":
+        return np.ones_like(counts), False
+    if weighting == "log":
+        if counts.size and counts.min() <= 0:
+            raise ValueError(f"log weighting needs co-occurrence counts >= 1, got min {counts.min()}")
+        if counts.size == 0 or counts.min() == counts.max():
+            return np.ones_like(counts), True
+        return np.log1p(counts) / np.log1p(counts.max()), False
+    raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
 
 def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
@@ -123,12 +146,7 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     uniq, inv = np.unique(lo * n + hi, return_inverse=True)
     summed = np.bincount(inv.ravel(), weights=c, minlength=len(uniq))
     lo, hi = uniq // n, uniq % n
-    if weighting == "minmax":
-        w, degenerate = minmax(summed)
-    elif weighting == "uniform":
-        w, degenerate = np.ones_like(summed), False
-    else:
-        raise ValueError(f"weighting must be 'minmax' or 'uniform', got {weighting!r}")
+    w, degenerate = pair_weights(summed, weighting)
     src, dst = np.concatenate([lo, hi]), np.concatenate([hi, lo])
     cnt, wt = np.concatenate([summed, summed]), np.concatenate([w, w])
     order = np.argsort(src, kind="stable")
