@@ -142,3 +142,89 @@ def test_ground_command_bad_input_one_line_each(eventatlas_env):
     for args, msg in cases:
         r = CliRunner().invoke(app, ["ground", "--dataset", "nocands", *args])
         assert r.exit_code == 2 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+class _StubEncoder:
+    """collate returns the items themselves: enough to inspect which candidates a batch holds."""
+
+    hidden_size = 4
+
+    def collate(self, items, representation):
+        return list(items)
+
+
+def test_pool_negatives_are_all_negative_columns_from_outside_the_eval_events():
+    # regression (issue 12 diagnosis): with in-batch golds as the only candidates, never-seen pool events
+    # were never pushed away and outranked the gold even for training mentions
+    from eventatlas.grounding.biencoder import LinkingTask
+
+    golds = [[0, 5], [1, 5], [0]]
+    items = [ModelInput([1, 2], [], []) for _ in golds]
+    cands = [ModelInput([100 + c], [], []) for c in range(12)]
+    pool = [c for c in range(12) if c not in (8, 9)]  # 8, 9: events of an evaluation split
+    for loss in ("bce", "softmax"):
+        task = LinkingTask(_StubEncoder(), items, golds, cands, np.full(12, -1), loss=loss, negatives=4, negative_pool=pool)
+        batch = task.make_batch(np.arange(3), np.random.default_rng(0))
+        ids = [it.ids[0] - 100 for it in batch["candidates"]]
+        n_in = 3 if loss == "bce" else 2  # distinct golds {0, 5, 1} / distinct atomic golds {0, 1}
+        extra = ids[n_in:]
+        assert len(extra) == 4 and len(set(ids)) == len(ids)  # no candidate twice
+        assert not set(extra) & {0, 1, 5, 8, 9}  # never a gold of the batch, never an evaluation event
+        if loss == "bce":
+            assert batch["target"].shape == (3, 7) and batch["target"][:, n_in:].sum() == 0
+            assert batch["target"][:, :n_in].tolist() == [[1, 1, 0], [0, 1, 1], [1, 0, 0]]
+        else:
+            assert batch["target"].tolist() == [0, 1, 0]  # columns of the atomic golds, unchanged
+    with pytest.raises(ValueError, match="negative_pool"):
+        LinkingTask(_StubEncoder(), items, golds, cands, np.full(12, -1), negatives=2)
+
+
+def test_cosine_score_is_scaled_cosine_and_dot_is_raw():
+    import torch
+
+    from eventatlas.grounding.biencoder import BiEncoder
+
+    m = torch.tensor([[3.0, 4.0]])
+    c = torch.tensor([[1.0, 0.0], [0.0, 10.0]])
+    dot = BiEncoder(_StubEncoder(), score="dot")
+    assert dot.scores(m, c).tolist() == [[3.0, 40.0]] and dot.bias is None
+    cos = BiEncoder(_StubEncoder(), score="cosine", scale=10.0)
+    assert cos.scores(m, c).tolist() == [[pytest.approx(6.0), pytest.approx(8.0)]]  # 10 * (0.6, 0.8)
+    assert float(cos.bias.detach()) == -5.0  # BCE offset starts at scale / 2 below 0
+    with pytest.raises(ValueError, match="score"):
+        BiEncoder(_StubEncoder(), score="l2")
+
+
+def test_outside_eval_excludes_every_eval_event_even_beyond_the_caps(sample_world):
+    from eventatlas.grounding.data import load
+
+    root, _ = sample_world
+    full = pq.read_table(root / "fng" / "mentions.parquet", columns=["labels", "split"]).to_pylist()
+    gd = load(root / "fng", max_mentions={"dev": 1, "test": 1}, splits=("train", "dev"))
+    idx = gd.index
+    held_out = {idx[l] for r in full if r["split"] != "train" for l in r["labels"]}
+    assert held_out and held_out > gd.events_of("dev")  # the caps and the unloaded test split hide some
+    pool = set(gd.outside_eval())
+    assert not pool & held_out and pool | held_out == set(range(len(gd.type_ids)))
+    assert gd.events_of("train") <= pool
+
+
+def test_method_with_cosine_negatives_and_dev_selected_epoch(sample_world, monkeypatch):
+    from eventatlas.methods import SPECS
+
+    root, model = sample_world
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
+    spec = SPECS["grounding"]
+    cfg = spec.validate({"model_id": str(model), "variants": ["multilabel"], "device": "cpu", "ks": [1, 4],
+                         "score": "cosine", "negatives": 3, "select_on_dev": True, "patience": 1,
+                         "train": {"epochs": 3, "batch_size": 4}})
+    res = spec.runner()(root / "fng", root / "run_cos", seed=0, config=cfg)
+    info = res.params["variants"]["multilabel"]["train"]
+    by_epoch = info["dev_recall_at_min_by_epoch"]
+    assert 1 <= len(by_epoch) <= 3 and all(0 <= v <= 1 for v in by_epoch)
+    assert by_epoch[info["best_epoch"]] == max(by_epoch)
+    cv = np.load(root / "run_cos" / "multilabel" / "candidate_vectors.npy")
+    assert np.allclose(np.linalg.norm(cv, axis=1), 1.0, atol=1e-5)  # cosine runs store unit vectors
+    dev_r = next(r["value"] for r in res.metrics if r["variant"] == "multilabel" and r["split"] == "dev"
+                 and r["metric"] == "recall_at_min")
+    assert dev_r == pytest.approx(max(by_epoch))  # the kept weights are the selected epoch's

@@ -13,8 +13,17 @@
   BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`) over N_h sampled
   in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
   Only the training split's hierarchy is ever seen in training (zero-shot).
+* Pool negatives (``negatives`` > 0): each batch adds that many candidates drawn at random from the
+  pool *outside* every evaluation split's events (all-zero target columns / extra softmax columns).
+  Without them the in-batch candidates are only the training golds (76 atomic FrameNet frames, 42 %
+  Self_motion), so the ~1,100 never-seen frames of the pool are never pushed away and, after training,
+  outrank the gold even for *training* mentions (diagnosis in the README).
+* Score: ``dot`` (the paper's dot product) or ``cosine`` (unit vectors times ``scale``; the BCE then
+  adds a learned bias, as a sigmoid of a bounded cosine needs an offset). Unnormalised mean-pooled
+  MiniLM vectors make hubs under the dot product (a few long candidates on top of every list).
 * Retrieval: faiss top-k by dot product over the whole candidate pool
-  (:func:`eventatlas.evaluation.retrieval.rank` with ``normalize=False``).
+  (:func:`eventatlas.evaluation.retrieval.rank` with ``normalize=False``; with ``cosine`` the stored
+  vectors are unit rows, so the dot product is the cosine).
 """
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..modeling.inputs import ModelInput
@@ -32,6 +42,7 @@ from .loss_softmax import batch_targets, softmax_ce
 
 REP = "sentence"  # mean pooling over the (windowed) input
 MENTION_POOLS = ("sentence", "trigger")  # mention side: the whole window, or the marked span ([ENT_START] m [ENT_END])
+SCORES = ("dot", "cosine")
 
 
 def add_markers(encoder) -> bool:
@@ -69,13 +80,28 @@ def candidate_inputs(encoder, gd: GroundingData) -> list[ModelInput]:
 
 
 class BiEncoder(nn.Module):
-    def __init__(self, encoder, *, hierarchy: bool = False):
+    def __init__(self, encoder, *, hierarchy: bool = False, score: str = "dot", scale: float = 20.0):
         super().__init__()
-        self.encoder = encoder
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+        self.encoder, self.score, self.scale = encoder, score, float(scale)
         self.hier = ComplExHierarchy(encoder.hidden_size) if hierarchy else None
+        # BCE offset for cosine logits (scale * cos lies in [-scale, scale]; half-way is a neutral start)
+        self.bias = nn.Parameter(torch.tensor(-0.5 * self.scale)) if score == "cosine" else None
 
     def embed(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Raw pooled vectors (the hierarchy head works on these)."""
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("pool"), REP)
+
+    def scores(self, m: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """(B, U) mention x candidate logits: ``m . c`` or ``scale * cos(m, c)``."""
+        if self.score == "dot":
+            return m @ c.T
+        return self.scale * (F.normalize(m, dim=-1) @ F.normalize(c, dim=-1).T)
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def _parents_in(cands: Sequence[int], parent: np.ndarray, allowed: set[int], n_h: int, rng: np.random.Generator):
@@ -103,7 +129,8 @@ class LinkingTask:
 
     def __init__(self, encoder, mention_items: Sequence[ModelInput], golds: Sequence[Sequence[int]],
                  cand_items: Sequence[ModelInput], parent: np.ndarray, *, loss: str = "bce", hjl_weight: float = 0.0,
-                 n_h: int = 8, train_events: set[int] | None = None, mention_pool: str = REP):
+                 n_h: int = 8, train_events: set[int] | None = None, mention_pool: str = REP,
+                 negatives: int = 0, negative_pool: Sequence[int] = ()):
         if loss not in ("bce", "softmax"):
             raise ValueError(f"loss must be bce or softmax, got {loss!r}")
         self.encoder, self.items, self.golds, self.cands = encoder, list(mention_items), [list(g) for g in golds], list(cand_items)
@@ -112,6 +139,9 @@ class LinkingTask:
             raise ValueError(f"mention_pool must be one of {MENTION_POOLS}, got {mention_pool!r}")
         self.mention_pool = mention_pool
         self.train_events = train_events if train_events is not None else {g for gs in self.golds for g in gs}
+        self.negatives, self.negative_pool = int(negatives), np.asarray(sorted(set(negative_pool)), dtype=np.int64)
+        if self.negatives > 0 and len(self.negative_pool) == 0:
+            raise ValueError("negatives > 0 needs a non-empty negative_pool")
 
     def lengths(self) -> list[int]:
         return [len(it.ids) for it in self.items]
@@ -122,6 +152,11 @@ class LinkingTask:
             cands, target = batch_candidates(golds)
         else:
             cands, target = batch_targets([g[0] for g in golds])
+        if self.negatives > 0:
+            extra = sample_negatives(self.negative_pool, set(cands) | {g for gs in golds for g in gs}, self.negatives, rng)
+            cands = cands + extra
+            if self.kind == "bce":  # new all-negative columns; softmax targets are column indices, unchanged
+                target = torch.cat([target, torch.zeros(len(golds), len(extra))], dim=1)
         batch = {"mentions": self.encoder.collate([self.items[i] for i in indices], self.mention_pool),
                  "candidates": self.encoder.collate([self.cands[c] for c in cands], REP), "target": target}
         if self.hjl_weight > 0:
@@ -133,8 +168,11 @@ class LinkingTask:
     def loss(self, model: BiEncoder, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         m = model.embed(batch["mentions"])
         c = model.embed(batch["candidates"])
-        s = m @ c.T
-        link = multilabel_bce(s, batch["target"]) if self.kind == "bce" else softmax_ce(s, batch["target"])
+        s = model.scores(m, c)
+        if self.kind == "bce":
+            link = multilabel_bce(s if model.bias is None else s + model.bias, batch["target"])
+        else:
+            link = softmax_ce(s, batch["target"])
         terms = {"link": float(link.detach())}
         loss = link
         if self.hjl_weight > 0 and "h_parents" in batch:
@@ -147,7 +185,17 @@ class LinkingTask:
         groups = [{"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": args.lr, "name": "encoder"}]
         if model.hier is not None:
             groups.append({"params": list(model.hier.parameters()), "lr": args.head_lr or args.lr, "name": "hierarchy"})
+        if getattr(model, "bias", None) is not None:
+            groups.append({"params": [model.bias], "lr": args.head_lr or args.lr, "name": "bias"})
         return groups
+
+
+def sample_negatives(pool: np.ndarray, exclude: set[int], n: int, rng: np.random.Generator) -> list[int]:
+    """Up to ``n`` distinct candidates of ``pool`` not in ``exclude`` (seeded, uniform)."""
+    free = pool[~np.isin(pool, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))] if exclude else pool
+    if len(free) == 0:
+        return []
+    return [int(x) for x in rng.choice(free, size=min(n, len(free)), replace=False)]
 
 
 class HierarchyTask:

@@ -50,6 +50,9 @@ class GroundingData:
     parent: np.ndarray  # candidate index of the parent, -1 at roots
     splits: dict[str, Mentions] = field(default_factory=dict)
     record: dict = field(default_factory=dict)
+    # every split's gold events over ALL its mentions (before any cap, loaded splits or not): what
+    # training must never touch outside the training split (e.g. when drawing pool negatives)
+    split_events: dict[str, set[int]] = field(default_factory=dict)
 
     @property
     def index(self) -> dict[str, int]:
@@ -62,6 +65,12 @@ class GroundingData:
     def events_of(self, split: str) -> set[int]:
         """Candidates that are a gold of some mention of ``split`` (atomic events and their ancestors)."""
         return {g for gs in self.splits[split].golds for g in gs} if split in self.splits else set()
+
+    def outside_eval(self, train_split: str = "train") -> list[int]:
+        """Candidates that are no gold of any mention of another split than ``train_split`` (the
+        pool a zero-shot training may draw negatives from)."""
+        banned = set().union(*(e for s, e in self.split_events.items() if s != train_split)) if self.split_events else set()
+        return [i for i in range(len(self.type_ids)) if i not in banned]
 
     def children(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -99,6 +108,9 @@ def load(dataset_dir: str | Path, *, max_mentions: dict[str, int | None] | None 
     rows.sort(key=lambda r: r["mention_id"])
     rng = np.random.default_rng(seed)
     rec: dict = {"seed": seed, "candidates": len(types), "splits": {}}
+    for r in rows:
+        if r["split"] is not None:
+            gd.split_events.setdefault(r["split"], set()).update(idx[l] for l in r["labels"] or () if l in idx)
     unknown = 0
     for split in splits:
         rs = [r for r in rows if r["split"] == split and r["labels"]]

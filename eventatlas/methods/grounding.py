@@ -84,6 +84,14 @@ class GroundingConfig(MethodConfig):
     ks: list[int] = [1, 4, 8, 16]
     n_h: int = Field(8, ge=1)  # sampled parents per batch for the hierarchy loss
     hjl_weight: float = Field(1.0, gt=0)
+    # score and negatives (see eventatlas.grounding.biencoder): "cosine" = scale * cos, the BCE with a learned
+    # bias; negatives = random pool candidates per batch from outside every evaluation split's events
+    score: Literal["dot", "cosine"] = "dot"
+    scale: float = Field(20.0, gt=0)
+    negatives: int = Field(0, ge=0)
+    # pick the training epoch on dev R@min (evaluated after every epoch; the best epoch's weights are kept)
+    select_on_dev: bool = False
+    patience: int = Field(2, ge=1)
     discovery_k: int = Field(4, ge=1)
     cross_encoder: bool = False
     cross_k: int = Field(8, ge=2)
@@ -128,6 +136,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     import torch
 
     from ..data import Manifest, protocol_for
+    from ..evaluation.grounding import grounding_scores
     from ..device import resolve_device
     from ..grounding import biencoder as B
     from ..grounding.data import load, setting
@@ -162,7 +171,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         m_items = {s: B.mention_inputs(enc, gd.splits[s]) for s in ("train", *evals)}
         c_items = B.candidate_inputs(enc, gd)
         hier = variant in ("hp", "hjl", "hp_hjl")
-        model = B.BiEncoder(enc, hierarchy=hier)
+        model = B.BiEncoder(enc, hierarchy=hier, score=cfg.score, scale=cfg.scale)
         info: dict[str, Any] = {}
         if variant in ("hp", "hp_hjl"):
             task = B.HierarchyTask(enc, c_items, gd.parent, train_events, n_h=cfg.n_h)
@@ -173,16 +182,33 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
             task = B.LinkingTask(enc, m_items["train"], gd.splits["train"].golds, c_items, gd.parent,
                                  loss="softmax" if variant == "baseline" else "bce",
                                  hjl_weight=cfg.hjl_weight if variant in ("hjl", "hp_hjl") else 0.0, n_h=cfg.n_h,
-                                 train_events=train_events, mention_pool=cfg.mention_pool)
-            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant).fit()
+                                 train_events=train_events, mention_pool=cfg.mention_pool,
+                                 negatives=cfg.negatives, negative_pool=gd.outside_eval())
+            callbacks = []
+            if cfg.select_on_dev and "dev" in evals:
+                from ..training.callbacks import EarlyStopping, EvalCallback
+
+                def dev_r_min(trainer, enc=enc, items=m_items["dev"]):
+                    cvec = _vectors(enc, c_items, cfg, device)
+                    mvec = _vectors(enc, items, cfg, device, pool=cfg.mention_pool)
+                    ranked, _ = B.retrieve(mvec, cvec, min(max(cfg.ks), len(gd.type_ids)))
+                    return {"dev_recall_at_min": grounding_scores([list(r) for r in ranked], gd.splits["dev"].golds,
+                                                                  ks=cfg.ks)["recall_at_min"]}
+
+                callbacks = [EvalCallback(dev_r_min), EarlyStopping("dev_recall_at_min", patience=cfg.patience)]
+            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant,
+                          callbacks=callbacks).fit()
             result.add_training(res)
             info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
                              "tokens_per_s": res.tokens_per_s, "precision": res.precision}
+            if callbacks:
+                info["train"]["best_epoch"] = callbacks[1].best_epoch
+                info["train"]["dev_recall_at_min_by_epoch"] = [h.get("eval/dev_recall_at_min") for h in res.history]
         t0 = time.perf_counter()
-        cv = B.embed_items(enc, c_items, device=device, batch_size=cfg.eval_batch_size)
+        cv = _vectors(enc, c_items, cfg, device)
         k = min(max(max(cfg.ks), cfg.cross_k, cfg.discovery_k), len(gd.type_ids))
         for split in evals:
-            mv = B.embed_items(enc, m_items[split], device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
+            mv = _vectors(enc, m_items[split], cfg, device, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
             rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, variant)
             result.metrics += rows
@@ -205,6 +231,14 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
     result.add_artifact("grounding/params", out_dir / "grounding.json")
     return result
+
+
+def _vectors(enc, items, cfg: GroundingConfig, device: str, pool: str = "sentence") -> np.ndarray:
+    """Retrieval vectors: raw for the dot score, unit rows for cosine (so faiss's inner product is the cosine)."""
+    from ..grounding import biencoder as B
+
+    v = B.embed_items(enc, items, device=device, batch_size=cfg.eval_batch_size, pool=pool)
+    return B.unit_rows(v) if cfg.score == "cosine" else v
 
 
 def _sha(xs) -> str:
@@ -235,7 +269,7 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
     sub_tr = type(tr)(*[[getattr(tr, f)[i] for i in pick] for f in ("ids", "sentences", "starts", "ends", "golds")])
     splits = {"train": sub_tr, **{s: gd.splits[s] for s in evals}}
     for s, ms in splits.items():
-        mv = B.embed_items(bi, B.mention_inputs(bi, ms), device=device, batch_size=cfg.eval_batch_size, pool=cfg.mention_pool)
+        mv = _vectors(bi, B.mention_inputs(bi, ms), cfg, device, pool=cfg.mention_pool)
         tops[s], _ = B.retrieve(mv, cv, k)
     del bi
     enc = MentionEncoder(out_dir / chosen / "model", max_length=cfg.cross_max_length)  # the pair's length
