@@ -11,7 +11,8 @@ frames by one loss (:mod:`eventatlas.framedml`): contrastive, triplet, softmax, 
 the shared training core. Dev decides everything: for every trained margin (``margins[loss]``) and
 every α of ``alphas``, dev is clustered one-step (cut at dev's gold frame count) and two-step
 (pseudo-LU threshold giving dev's verb–frame pair count, pair-fraction cut); α is chosen per
-clustering by dev B-cubed F, the margin by the best dev one-step B-cubed F. Test is then clustered
+clustering by dev B-cubed F, the margin by the best dev one-step B-cubed F. With ``select_epoch`` the
+same dev score is taken after every epoch and the best epoch's weights are kept (``epochs_selected``). Test is then clustered
 once with the chosen settings and the heights / thresholds transferred from dev
 (:mod:`eventatlas.cluster.frames`), for ``word`` (α = 0), ``mask`` (α = 1) and ``w+m`` (chosen α).
 
