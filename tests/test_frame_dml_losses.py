@@ -103,3 +103,22 @@ def test_partner_sampler():
     assert set(pos[anchors == 0]) == {2, 5} and set(neg[anchors == 0]) == {1, 3, 4, 6}
     # resampled per call (= per batch, so per epoch)
     assert not np.array_equal(s.negatives(anchors, rng), neg)
+
+
+@pytest.mark.parametrize("make", [lambda: AdaCosHead(50, 384), lambda: ArcFaceHead(50, 384, margin=0.05),
+                                  lambda: SoftmaxHead(50, 384)], ids=["adacos", "arcface", "softmax"])
+def test_heads_stay_fp32_under_bf16_autocast(make):
+    """The trainer's bf16 autocast must not reach the heads (it rounded cosines: ArcFace's loss moved ~2%,
+    AdaCos's scale was rounded to bf16)."""
+    g = torch.Generator().manual_seed(0)
+    e, y = torch.randn(32, 384, generator=g), torch.randint(0, 50, (32,), generator=g)
+    out = []
+    for autocast in (False, True):
+        torch.manual_seed(1)
+        head = make()
+        head.train()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = head(e, y)
+        out.append((loss.item(), float(getattr(head, "scale", 0.0))))
+    assert out[1][0] == pytest.approx(out[0][0], rel=1e-6, abs=1e-6)
+    assert out[1][1] == pytest.approx(out[0][1], rel=1e-6)

@@ -133,3 +133,29 @@ def test_pair_batches_are_length_sorted_and_restore_order(tmp_path):
             first_sorted = enc(sub["input_ids"], sub["attention_mask"], sub["pool"], "trigger")[0]
             j = int(np.flatnonzero(inv == 0)[0])  # the batch row placed first after sorting
             assert torch.allclose(emb[j], first_sorted, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_select_epoch_keeps_the_dev_best_epoch(eventatlas_env):
+    """``select_epoch``: dev is scored after every epoch, the best epoch's weights are the ones evaluated
+    (its dev score is the final dev score) and its number is a training row."""
+    from eventatlas.methods import get_spec
+
+    ds = _ingest_sample(eventatlas_env)
+    model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
+    out = eventatlas_env / "out_select"
+    res = get_spec("frame_dml").runner()(
+        ds, out, seed=0, model_id=str(model), losses=["adacos"], alphas=[0.0, 0.5, 1.0], folds=[0],
+        precision="fp32", projection=False, ranking=False, select_epoch=True,
+        train={"epochs": 3, "batch_size": 8, "lr": 3e-3, "precision": "fp32", "threads": 1})
+    info = res.params["folds"]["0"]["models"]["adacos"]
+    curve = [h["dev_one_step_bcubed_f"] for h in info["dev_curve"]]
+    assert len(curve) == 3
+    (evals,) = res.train_evals  # the same curve in the run's train_evals log
+    ev = pq.read_table(evals).to_pandas()
+    ev = ev[ev.metric == "dev_one_step_bcubed_f"].sort_values("epoch")
+    assert ev["value"].tolist() == pytest.approx(curve)
+    best = max(range(3), key=lambda e: (curve[e], -e))  # EarlyStopping keeps the first best
+    facts = {m["metric"]: m["value"] for m in res.metrics if m["task"] == "training"}
+    assert facts["epochs_selected"] == best + 1
+    assert info["dev_one_step_bcubed_f"] == pytest.approx(curve[best], abs=1e-9)

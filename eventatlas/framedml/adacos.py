@@ -4,13 +4,16 @@ Logits ``s·cos θ_j`` with θ_j the angle between the L2-normalised embedding a
 margin. The scale starts at ``√2·log(C − 1)`` and is updated on every training batch (before its
 loss, without gradient) to ``log(B_avg) / cos(min(π/4, θ_med))``, where ``B_avg`` is the batch mean
 of Σ over non-target classes of exp(s·cos θ_j) under the current scale and ``θ_med`` the median
-target angle. The scale is a buffer, so checkpoints keep it.
+target angle. The scale is a buffer, so checkpoints keep it. Computed in fp32 even inside the
+trainer's bf16 autocast (:func:`.fp32`): bf16 cosines rounded the scale and the logits.
 """
 from __future__ import annotations
 
 import math
 
 import torch
+
+from . import fp32
 
 
 class AdaCosHead(torch.nn.Module):
@@ -35,7 +38,8 @@ class AdaCosHead(torch.nn.Module):
         self.scale.copy_(torch.log(b_avg) / torch.cos(torch.clamp(theta_med, max=math.pi / 4)))
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        cos = self.cosines(embeddings)
-        if self.training:
-            self.update_scale(cos.detach(), labels)
-        return torch.nn.functional.cross_entropy(self.scale * cos, labels)
+        with fp32(embeddings):
+            cos = self.cosines(embeddings)
+            if self.training:
+                self.update_scale(cos.detach(), labels)
+            return torch.nn.functional.cross_entropy(self.scale * cos, labels)

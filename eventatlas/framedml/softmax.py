@@ -1,11 +1,14 @@
 """Softmax classification loss of frame_dml: a linear head over the training frames + cross-entropy.
 
 Plain ``torch.nn.Linear`` + ``cross_entropy`` (no library needed); the head is trained in its own
-optimiser group (``TrainingArgs.head_lr``).
+optimiser group (``TrainingArgs.head_lr``); computed in fp32 even inside the trainer's bf16 autocast
+(:func:`.fp32`).
 """
 from __future__ import annotations
 
 import torch
+
+from . import fp32
 
 
 class SoftmaxHead(torch.nn.Module):
@@ -14,4 +17,5 @@ class SoftmaxHead(torch.nn.Module):
         self.linear = torch.nn.Linear(dim, n_classes)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(self.linear(embeddings.float()), labels)
+        with fp32(embeddings):
+            return torch.nn.functional.cross_entropy(self.linear(embeddings.float()), labels)

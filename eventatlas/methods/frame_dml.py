@@ -11,7 +11,8 @@ frames by one loss (:mod:`eventatlas.framedml`): contrastive, triplet, softmax, 
 the shared training core. Dev decides everything: for every trained margin (``margins[loss]``) and
 every α of ``alphas``, dev is clustered one-step (cut at dev's gold frame count) and two-step
 (pseudo-LU threshold giving dev's verb–frame pair count, pair-fraction cut); α is chosen per
-clustering by dev B-cubed F, the margin by the best dev one-step B-cubed F. Test is then clustered
+clustering by dev B-cubed F, the margin by the best dev one-step B-cubed F. With ``select_epoch`` the
+same dev score is taken after every epoch and the best epoch's weights are kept (``epochs_selected``). Test is then clustered
 once with the chosen settings and the heights / thresholds transferred from dev
 (:mod:`eventatlas.cluster.frames`), for ``word`` (α = 0), ``mask`` (α = 1) and ``w+m`` (chosen α).
 
@@ -76,6 +77,8 @@ class FrameDMLConfig(MethodConfig):
     max_dev: Optional[int] = Field(None, ge=10, description="seeded subsample of dev instances")
     max_test: Optional[int] = Field(None, ge=10, description="seeded subsample of test instances")
     train_representation: Literal["trigger", "mask"] = "trigger"
+    select_epoch: bool = Field(False, description="score dev (one-step B-cubed F, best alpha) after every epoch and keep "
+                                                  "the best epoch's weights (the dev-chosen epoch, recorded as epochs_selected)")
     ranking: bool = True
     projection: bool = True
     projection_frames: int = Field(10, ge=2)
@@ -119,6 +122,22 @@ def _dev_grid(emb: dict[str, np.ndarray], verbs, frames, alphas) -> list[dict[st
                      "two_step_purity_f": two["purity_f"], "two_step_n_clusters": two["n_clusters"],
                      "n_pseudo_lus": info.n_pseudo_lus, "dev_verb_frame_pairs": n_pairs, "dev_frames": k_dev})
     return rows
+
+
+def _dev_epoch_eval(module, items, dev: np.ndarray, fm, cfg: "FrameDMLConfig", device: str):
+    """``select_epoch``'s per-epoch dev score: the best dev B-cubed F over α of both clusterings (the
+    same grid and the same one-step criterion that choose the margin after training)."""
+    from ..framedml.represent import embed
+
+    verbs, frames = fm.verbs[dev].tolist(), fm.frames[dev].tolist()
+
+    def score(trainer) -> dict[str, float]:
+        emb = embed(module, items, dev, device=device, precision=cfg.precision, batch_size=cfg.eval_batch_size)
+        grid = _dev_grid(emb, verbs, frames, cfg.alphas)
+        return {"dev_one_step_bcubed_f": max(r["one_step_bcubed_f"] for r in grid),
+                "dev_two_step_bcubed_f": max(r["two_step_bcubed_f"] for r in grid)}
+
+    return score
 
 
 def _test_scores(emb: dict[str, np.ndarray], verbs, frames, choice: dict[str, dict[str, Any]],
@@ -201,6 +220,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     from ..modeling.tokens import tokenize_cached
     from ..runinfo import set_seeds
     from ..training import Trainer
+    from ..training.callbacks import EarlyStopping, EvalCallback
 
     cfg = config if config is not None else FrameDMLConfig.model_validate(params)
     dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
@@ -273,14 +293,23 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                      scale=cfg.arcface_scale)
                     task = DMLTask(model, [train_items[int(i)] for i in tr], y_train,
                                    representation=cfg.train_representation, p_positive=cfg.p_positive)
+                    callbacks, stopper = [], None
+                    if cfg.select_epoch:
+                        stopper = EarlyStopping("dev_one_step_bcubed_f", mode="max", patience=cfg.train.epochs + 1,
+                                                restore_best=True)
+                        callbacks = [EvalCallback(_dev_epoch_eval(base, items, dev, fm, cfg, device)), stopper]
                     res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), fdir / tag, seed=seed,
-                                  phase=f"fold{fold}/{tag}").fit(resume=resume)
+                                  phase=f"fold{fold}/{tag}", callbacks=callbacks).fit(resume=resume)
                     result.add_training(res)
                     train_info = {"seconds": res.seconds, "seconds_per_epoch":
                                   float(np.mean([h["seconds"] for h in res.history])) if res.history else 0.0,
                                   "examples_per_s": res.examples_per_s, "padding_fraction": res.padding_fraction,
                                   "final_loss": res.history[-1]["loss"] if res.history else None,
                                   "precision": res.precision}
+                    if stopper is not None and stopper.best_epoch is not None:
+                        train_info["epochs_selected"] = stopper.best_epoch + 1
+                        train_info["dev_curve"] = [{k[5:]: v for k, v in h.items() if k.startswith("eval/")}
+                                                   for h in res.history]
                 t1 = time.perf_counter()  # the model trains the shared `base` encoder in place
                 emb_dev = embed(base, items, dev, device=device, precision=cfg.precision, batch_size=cfg.eval_batch_size)
                 train_info["embed_dev_s"] = round(time.perf_counter() - t1, 2)
@@ -324,6 +353,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                      "alpha_two_step": choice["two_step"]["w+m"]["alpha"]}
             if margin is not None:
                 facts["margin"] = margin
+            if "epochs_selected" in train_info:
+                facts["epochs_selected"] = train_info["epochs_selected"]
             if "seconds_per_epoch" in train_info:
                 facts["seconds_per_epoch"] = train_info["seconds_per_epoch"]
                 facts["train_seconds"] = train_info["seconds"]
