@@ -100,10 +100,6 @@ class BiEncoder(nn.Module):
         return self.scale * (F.normalize(m, dim=-1) @ F.normalize(c, dim=-1).T)
 
 
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def _parents_in(cands: Sequence[int], parent: np.ndarray, allowed: set[int], n_h: int, rng: np.random.Generator):
     """Sample up to ``n_h`` in-batch events with an in-batch child (edges of ``allowed`` events only);
     returns (parent positions, (P, U) positives) or None."""

@@ -65,9 +65,9 @@ def ground_text(dataset_dir: str | Path, run_dir: str | Path, text: str, *, vari
     ms = Mentions(["query"], [sentence], [a], [b], [[0]])
     mv = embed_items(enc, mention_inputs(enc, ms, cache=False), device=device, pool=cfg.get("mention_pool", "sentence"))
     if cfg.get("score", "dot") == "cosine":  # the run stored unit candidate vectors
-        from .biencoder import unit_rows
+        from ..evaluation._vectors import unit_rows
 
-        mv = unit_rows(mv)
+        mv = unit_rows(mv, "mention vector")
     cross = params.get("cross") or {}
     k = min(max(top, int(cfg.get("cross_k", 8))), len(gd.type_ids))
     ids, scores = retrieve(mv, cv, k)

@@ -184,7 +184,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                  hjl_weight=cfg.hjl_weight if variant in ("hjl", "hp_hjl") else 0.0, n_h=cfg.n_h,
                                  train_events=train_events, mention_pool=cfg.mention_pool,
                                  negatives=cfg.negatives, negative_pool=gd.outside_eval())
-            callbacks = []
+            callbacks, stopper = [], None
             if cfg.select_on_dev and "dev" in evals:
                 from ..training.callbacks import EarlyStopping, EvalCallback
 
@@ -195,14 +195,15 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                     return {"dev_recall_at_min": grounding_scores([list(r) for r in ranked], gd.splits["dev"].golds,
                                                                   ks=cfg.ks)["recall_at_min"]}
 
-                callbacks = [EvalCallback(dev_r_min), EarlyStopping("dev_recall_at_min", patience=cfg.patience)]
+                stopper = EarlyStopping("dev_recall_at_min", patience=cfg.patience)
+                callbacks = [EvalCallback(dev_r_min), stopper]
             res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant,
                           callbacks=callbacks).fit()
             result.add_training(res)
             info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
                              "tokens_per_s": res.tokens_per_s, "precision": res.precision}
-            if callbacks:
-                info["train"]["best_epoch"] = callbacks[1].best_epoch
+            if stopper is not None:
+                info["train"]["best_epoch"] = stopper.best_epoch
                 info["train"]["dev_recall_at_min_by_epoch"] = [h.get("eval/dev_recall_at_min") for h in res.history]
         t0 = time.perf_counter()
         cv = _vectors(enc, c_items, cfg, device)
@@ -235,10 +236,11 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 
 def _vectors(enc, items, cfg: GroundingConfig, device: str, pool: str = "sentence") -> np.ndarray:
     """Retrieval vectors: raw for the dot score, unit rows for cosine (so faiss's inner product is the cosine)."""
+    from ..evaluation._vectors import unit_rows
     from ..grounding import biencoder as B
 
     v = B.embed_items(enc, items, device=device, batch_size=cfg.eval_batch_size, pool=pool)
-    return B.unit_rows(v) if cfg.score == "cosine" else v
+    return unit_rows(v, "retrieval vectors") if cfg.score == "cosine" else v
 
 
 def _sha(xs) -> str:
