@@ -272,7 +272,8 @@ def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, f
     setting = summary.get("setting") or f"{len(summary['seen_types'])} seen / {len(summary['unseen_types'])} unseen"
     ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": setting,
            "representation": rep}
-    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, **cluster_settings(cfg, proto), inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
+    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, **cluster_settings(cfg, proto), inputs=cfg.inputs,
+                                  algorithms=cfg.algorithms, model_id=cfg.model_id,
                                   names=man.type_texts() if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                   umap_plot=umap_plot)
     params = {"method": NAME, "dataset": man.dataset, "representation": rep, "posthoc_evaluation": True,
