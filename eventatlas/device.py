@@ -91,6 +91,17 @@ def autocast(device: str, precision: str):
     return contextlib.nullcontext()
 
 
+def without_autocast(t):
+    """Context in which ``t``'s device runs without autocast (fp32), inside an enclosing bf16 one.
+
+    The training core runs forward passes under bf16 autocast where it measured that faster; autocast
+    recasts even explicit ``.float()`` inputs of a matmul to bf16, which rounds cosines to ~3 digits
+    (ArcFace's scale 64 turns that into ~2% of the loss). Loss heads leave it; the encoder keeps bf16."""
+    import torch
+
+    return torch.autocast(device_type=t.device.type, enabled=False)
+
+
 def resolve_precision(precision: str | None, device: str, *, shape: dict[str, int] | None = None,
                       mode: str = "inference") -> str:
     """``fp32`` or ``bf16``. ``shape`` (hidden, heads, intermediate) sizes the CPU probe like the model;

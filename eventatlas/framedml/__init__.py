@@ -10,14 +10,3 @@ layer (:mod:`eventatlas.data.verbsplit`), the transferred-cut clusterings in the
 """
 LOSSES = ("contrastive", "triplet", "softmax", "arcface", "adacos")
 PAIR_LOSSES = ("contrastive", "triplet")
-
-
-def fp32(t):
-    """Context in which ``t``'s device runs without autocast: the loss heads' cosines / logits in fp32.
-
-    The training core runs forward passes under bf16 autocast where it measured that faster; autocast
-    recasts even explicit ``.float()`` inputs of a matmul to bf16, which rounds cosines to ~3 digits
-    (ArcFace's scale 64 turns that into ~2% of the loss). The encoder keeps bf16; only the heads leave it."""
-    import torch
-
-    return torch.autocast(device_type=t.device.type, enabled=False)

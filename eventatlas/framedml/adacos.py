@@ -5,7 +5,7 @@ margin. The scale starts at ``√2·log(C − 1)`` and is updated on every train
 loss, without gradient) to ``log(B_avg) / cos(min(π/4, θ_med))``, where ``B_avg`` is the batch mean
 of Σ over non-target classes of exp(s·cos θ_j) under the current scale and ``θ_med`` the median
 target angle. The scale is a buffer, so checkpoints keep it. Computed in fp32 even inside the
-trainer's bf16 autocast (:func:`.fp32`): bf16 cosines rounded the scale and the logits.
+trainer's bf16 autocast (:func:`~eventatlas.device.without_autocast`): bf16 cosines rounded the scale and the logits.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from . import fp32
+from ..device import without_autocast
 
 
 class AdaCosHead(torch.nn.Module):
@@ -38,7 +38,7 @@ class AdaCosHead(torch.nn.Module):
         self.scale.copy_(torch.log(b_avg) / torch.cos(torch.clamp(theta_med, max=math.pi / 4)))
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with fp32(embeddings):
+        with without_autocast(embeddings):
             cos = self.cosines(embeddings)
             if self.training:
                 self.update_scale(cos.detach(), labels)

@@ -2,13 +2,13 @@
 
 Plain ``torch.nn.Linear`` + ``cross_entropy`` (no library needed); the head is trained in its own
 optimiser group (``TrainingArgs.head_lr``); computed in fp32 even inside the trainer's bf16 autocast
-(:func:`.fp32`).
+(:func:`~eventatlas.device.without_autocast`).
 """
 from __future__ import annotations
 
 import torch
 
-from . import fp32
+from ..device import without_autocast
 
 
 class SoftmaxHead(torch.nn.Module):
@@ -17,5 +17,5 @@ class SoftmaxHead(torch.nn.Module):
         self.linear = torch.nn.Linear(dim, n_classes)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with fp32(embeddings):
+        with without_autocast(embeddings):
             return torch.nn.functional.cross_entropy(self.linear(embeddings.float()), labels)
