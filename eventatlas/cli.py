@@ -199,7 +199,7 @@ def _check_device(device: str) -> None:
     try:
         resolve_device(device)
     except DeviceUnavailable as e:
-        _fail(str(e))
+        _fail(str(e), code=2)
 
 
 @app.command()
@@ -246,7 +246,7 @@ def ingest(
         if download and path is None:
             check_sums(name, sums, insecure_skip_checksum)
     except (ValueError, OSError, ChecksumRequired) as e:
-        _fail(str(e))
+        _fail(str(e), code=2)
     from .io import InputError
 
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
@@ -441,7 +441,7 @@ def train_all(
         p = json.loads(params) if params else None
         s = [int(x) for x in _split(seeds)] if seeds else None
     except ValueError as e:
-        _fail(f"bad --params/--seeds: {e}")
+        _fail(f"bad --params/--seeds: {e}", code=2)
     m = _split(methods) or ["untuned"]
     try:
         validate_params(p, m)
@@ -450,7 +450,7 @@ def train_all(
 
         parse_runner(runner)
     except (ParamError, DeviceUnavailable, ValueError) as e:
-        _fail(str(e))
+        _fail(str(e), code=2)
     from flows.train_all import train_all as flow
 
     with _prefect_guard():
@@ -499,10 +499,11 @@ def train(
         get_spec(method).validate(p)
         resolve_device(device)
     except ValueError as e:  # bad JSON, ParamError and DeviceUnavailable are ValueErrors
-        _fail(str(e))
+        _fail(str(e), code=2)
     ddir = Path(dataset) if Path(dataset).is_dir() else config.datasets_dir() / dataset
     if not (ddir / "manifest.json").exists():
-        _fail(f"dataset {dataset!r} is not ingested (no {ddir / 'manifest.json'}); see `eventatlas datasets`")
+        _fail(f"dataset {dataset!r} is not ingested (no {ddir / 'manifest.json'}); see `eventatlas datasets`",
+              code=2)
     from .records import read_record
     from .runner import run_method
 
@@ -555,7 +556,7 @@ def build_wikievents(
 
             layout = yaml.safe_load(dumps.read_text(encoding="utf-8"))
     except ValueError as e:
-        _fail(f"bad --params/--dumps: {e}")
+        _fail(f"bad --params/--dumps: {e}", code=2)
     api = None
     if backend == "api":
         from .wiki.http import is_contact
@@ -637,7 +638,7 @@ def _check_known(what: str, values: list[str], known: list[str], wh) -> None:
     unknown = [v for v in values if v not in known]
     if unknown:
         _fail(f"unknown {what}{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; known in {wh.path}: "
-              f"{', '.join(known) if known else '(none: no completed run has metrics)'}")
+              f"{', '.join(known) if known else '(none: no completed run has metrics)'}", code=2)
 
 
 def _leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
@@ -870,7 +871,9 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
 
     try:
         cols, rows = Warehouse().query_rows(query)
-    except (duckdb.Error, WarehouseError) as e:
+    except duckdb.Error as e:  # the query itself is the bad input (syntax, a write on the read-only view)
+        _fail(str(e), code=2)
+    except WarehouseError as e:
         _fail(str(e))
     print_rows(cols, rows)
 
@@ -924,7 +927,7 @@ def demo(
         p = json.loads(params) if params else None
         validate_params(p, ["untuned"])
     except (ValueError, ParamError) as e:
-        _fail(f"bad --params: {e}")
+        _fail(f"bad --params: {e}", code=2)
     root = (root or demo_root()).resolve()
     env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
            "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}

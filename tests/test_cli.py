@@ -56,7 +56,7 @@ def test_migrate_sql_leaderboard(eventatlas_env):
     r = runner.invoke(app, ["sql", "SELECT metric, round(value, 4) AS v FROM metrics ORDER BY v"])
     assert r.exit_code == 0 and "0.4412" in r.output and "0.4812" in r.output
     r = runner.invoke(app, ["sql", "DELETE FROM metrics"])
-    assert r.exit_code == 1 and "read-only" in r.output
+    assert r.exit_code == 2 and "read-only" in r.output
     assert len(wh.query("SELECT * FROM metrics")) == 2
 
 
@@ -69,7 +69,7 @@ def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
     r = runner.invoke(app, ["datasets"])
     assert r.exit_code == 0 and "ingest-samples" in r.output
     r = runner.invoke(app, ["train-all", "--params", "{not json"])
-    assert r.exit_code == 1 and "bad --params" in r.output
+    assert r.exit_code == 2 and "bad --params" in r.output
 
 
 @pytest.mark.parametrize("params, expect", [
@@ -87,7 +87,7 @@ def test_bad_params_fail_in_the_cli_before_anything_runs(eventatlas_env, monkeyp
     methods = "untuned,batch_attention" if "batch_attention" in params else "untuned,nosuch" if "nosuch" in params \
         else "untuned"
     r = runner.invoke(app, ["train-all", "--methods", methods, "--params", params], terminal_width=300)
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output
     assert expect in " ".join(r.output.split()), r.output
     assert "flows.train_all" not in sys.modules
     assert not (eventatlas_env / "data").exists() and not (eventatlas_env / "warehouse.duckdb").exists()
@@ -98,9 +98,9 @@ def test_unavailable_device_is_refused_before_anything_runs(eventatlas_env, monk
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     r = runner.invoke(app, ["train-all", "--device", "cuda"], terminal_width=300)
-    assert r.exit_code == 1 and "no CUDA GPU" in r.output
+    assert r.exit_code == 2 and "no CUDA GPU" in r.output
     r = runner.invoke(app, ["train", "untuned", "nosuch", "--device", "cuda:1"], terminal_width=300)
-    assert r.exit_code == 1 and "no CUDA GPU" in r.output
+    assert r.exit_code == 2 and "no CUDA GPU" in r.output
 
 
 def test_methods_lists_specs_and_keys():
@@ -188,7 +188,7 @@ def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env):
                       (["--metrics", "ari,purityf"], "unknown metric 'purityf'"),
                       (["--task", "naming", "--metrics", "ari"], "unknown metric 'ari'")):
         r = runner.invoke(app, ["leaderboard", *args])
-        assert r.exit_code == 1, r.output
+        assert r.exit_code == 2, r.output
         err = [ln for ln in r.output.splitlines() if ln.strip()]
         assert len(err) == 1 and msg in err[0], r.output  # one line, naming the known values
     assert err[0].endswith("known in " + str(wh.path) + ": naming_hits@1, naming_mean_rank")

@@ -162,5 +162,5 @@ def test_missing_or_ambiguous_sums_refused_before_prefect(release, monkeypatch):
                       ([], "no verified sha256 for train.jsonl, valid.jsonl, test.jsonl"),
                       ([f"--sha256=nope.jsonl={one}"], "does not have: nope.jsonl")):
         r = CliRunner().invoke(app, ["ingest", "maven", "--download", *args])
-        assert r.exit_code == 1 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert r.exit_code == 2 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert started == [] and _Release.requests == []

@@ -76,7 +76,7 @@ def test_cli_refuses_a_bad_runner_before_anything_runs(eventatlas_env, monkeypat
 
     monkeypatch.delitem(sys.modules, "flows.train_all", raising=False)
     r = CliRunner().invoke(app, ["train-all", "--runner", "dask:udp://x"], terminal_width=300)
-    assert r.exit_code == 1 and "bad runner 'dask:udp://x'" in r.output, r.output
+    assert r.exit_code == 2 and "bad runner 'dask:udp://x'" in r.output, r.output
     assert "flows.train_all" not in sys.modules and not (eventatlas_env / "data").exists()
 
 

@@ -40,7 +40,7 @@ def test_ray_refused_in_one_line_without_the_extra(monkeypatch, eventatlas_env):
     from eventatlas.cli import app
 
     r = CliRunner().invoke(app, ["train-all", "--runner", "ray:2"])
-    assert r.exit_code == 1 and r.output.strip().splitlines() == [f"error: {RAY_MISSING}"], r.output
+    assert r.exit_code == 2 and r.output.strip().splitlines() == [f"error: {RAY_MISSING}"], r.output
 
 
 @pytest.mark.skipif(not HAVE_RAY, reason="prefect-ray is not installed (optional extra: pip install -e '.[ray]')")
