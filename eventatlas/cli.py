@@ -757,6 +757,9 @@ def publish(
                   f"({len(out['published'])} completed, {len(out['skipped'])} skipped, {len(out['failed'])} failed; "
                   f"{out['metric_rows']} metric rows; {len(out.get('from_queue', []))} of {waiting} queued) "
                   f"to {out['warehouse']}", soft_wrap=True, markup=False)
+    if out.get("builds_from_queue"):
+        console.print(f"recorded {len(out['builds_from_queue'])} queued wiki build(s): "
+                      f"{', '.join(out['builds_from_queue'])}", soft_wrap=True, markup=False)
     if out.get("queued"):
         _fail(f"warehouse {out['warehouse']} is busy: {len(out['queued'])} run(s) stay queued in "
               f"{pending_dir(out['warehouse'])}; run `eventatlas publish --pending` when it is free", code=1)

@@ -51,9 +51,77 @@ def pending_runs(warehouse_path: str | os.PathLike) -> list[dict[str, Any]]:
             e = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # a half-written entry cannot exist (atomic writes); an unreadable one is skipped
-        if isinstance(e, dict) and e.get("record") and e.get("run_id"):
+        if isinstance(e, dict) and e.get("record") and e.get("run_id"):  # build entries have neither
             out.append({**e, "entry": p})
     return sorted(out, key=lambda e: (e.get("queued_at") or "", e["run_id"]))
+
+
+BUILD_PREFIX = "build-"
+
+
+def publish_build(build_dir: str | os.PathLike, *, warehouse_path: str | os.PathLike | None = None,
+                  warn: Callable[[str], None] | None = None) -> str:
+    """Record one wiki dataset build (``<build_dir>/manifest.json`` and its Table 1) in the warehouse.
+
+    Returns ``"recorded"``, or ``"queued"`` when the warehouse stays busy after the bounded wait:
+    the build then waits as ``<warehouse>.pending/build-<build_id>.json`` and the next publish
+    (any flow's, or ``eventatlas publish --pending``) records it, as for a queued run.
+    """
+    warn = warn or log.warning
+    wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
+    bdir = Path(build_dir).resolve()
+    build_id = _read_build(bdir)["build_id"]  # a missing or bad manifest fails here, before any queuing
+    try:
+        wh.migrate()
+        _record_build(wh, bdir)
+    except WarehouseLocked as e:
+        entry = pending_dir(wh.path) / f"{BUILD_PREFIX}{build_id}.json"
+        atomic_write_json(entry, {"kind": "wiki_build", "build_id": build_id, "build_dir": str(bdir),
+                                  "queued_at": utcnow().isoformat(), "reason": str(e)})
+        warn(f"warehouse {wh.path} still busy: build {build_id} queued in {entry}; nothing is lost: "
+             "`eventatlas publish --pending` (or the next flow's publish) records it")
+        return "queued"
+    return "recorded"
+
+
+def _read_build(bdir: Path) -> dict[str, Any]:
+    path = bdir / "manifest.json"
+    try:
+        man = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise RecordError(f"{path}: not a readable build manifest ({e})") from None
+    if not isinstance(man, dict) or not man.get("build_id"):
+        raise RecordError(f"{path}: a build manifest needs a build_id")
+    return man
+
+
+def _record_build(wh: Warehouse, bdir: Path) -> None:
+    from .wiki.build import record_in_warehouse  # only wiki builds need it; the run path stays light
+
+    with wh.transaction() as con:
+        record_in_warehouse(con, _read_build(bdir), bdir)
+
+
+def _land_queued_builds(wh: Warehouse, warn: Callable[[str], None]) -> list[str]:
+    """Record the builds queued for ``wh`` (oldest first); a busy warehouse leaves them queued."""
+    done = []
+    for entry in sorted(pending_dir(wh.path).glob(f"{BUILD_PREFIX}*.json")):
+        try:
+            e = json.loads(entry.read_text(encoding="utf-8"))
+            bdir = Path(e["build_dir"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            _set_aside(entry, f"unreadable queue entry: {err}", warn)
+            continue
+        try:
+            _record_build(wh, bdir)
+        except WarehouseLocked:
+            break
+        except (RecordError, WarehouseError, OSError) as err:
+            _set_aside(entry, str(err), warn)
+            continue
+        entry.unlink(missing_ok=True)  # only after the commit, as for runs
+        done.append(e.get("build_id", entry.stem))
+    return done
 
 
 @dataclass
@@ -66,12 +134,14 @@ class PublishOutcome:
     skipped: list[str] = field(default_factory=list)
     queued: list[str] = field(default_factory=list)
     from_queue: list[str] = field(default_factory=list)
+    builds_from_queue: list[str] = field(default_factory=list)  # wiki builds recorded from the queue
     metric_rows: int = 0
     views: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"published": self.published, "failed": self.failed, "skipped": self.skipped,
-                "queued": self.queued, "from_queue": self.from_queue, "metric_rows": self.metric_rows,
+                "queued": self.queued, "from_queue": self.from_queue, "builds_from_queue": self.builds_from_queue,
+                "metric_rows": self.metric_rows,
                 "views": self.views, "warehouse": self.warehouse}
 
 
@@ -122,6 +192,8 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
     except WarehouseLocked as e:
         queue_rest(0, str(e))
         return out
+    if include_pending:
+        out.builds_from_queue = _land_queued_builds(wh, warn)
     for i, (path, rec, entry) in enumerate(todo):
         from_queue_only = rec is None
         if rec is None:  # a queued run: its record may have gone, or gone bad, since
@@ -159,8 +231,8 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
 
 
 def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> None:
-    """A queued run that can no longer be published (record gone or bad): keep the entry as
-    ``<run_id>.json.bad`` with the reason, so the queue does not block on it."""
+    """A queued run or build that can no longer be published (record gone or bad): keep the entry as
+    ``<entry>.json.bad`` with the reason, so the queue does not block on it."""
     if entry is None:
         return
     bad = Path(str(entry) + ".bad")
@@ -170,4 +242,5 @@ def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> 
         data = {}
     atomic_write_json(bad, {**data, "error": reason})
     Path(entry).unlink(missing_ok=True)
-    warn(f"queued run {Path(entry).stem} set aside ({bad}): {reason}")
+    warn(f"queued {'build' if Path(entry).stem.startswith(BUILD_PREFIX) else 'run'} {Path(entry).stem} set aside "
+         f"({bad}): {reason}")

@@ -40,11 +40,11 @@ class PrefectShardMap:
 
 
 @task(name="record-wikievents")
-def record_task(manifest: dict, out_dir: str) -> None:
-    from eventatlas.warehouse import Warehouse
-    from eventatlas.wiki.build import record_in_warehouse
+def record_task(manifest: dict, out_dir: str) -> str:
+    """Record the build in the warehouse through the publish path: ``"queued"`` (not a failure) when the
+    warehouse stays busy, so a read-only session left open never fails a finished build."""
+    from prefect import get_run_logger
 
-    wh = Warehouse()
-    wh.migrate()
-    with wh.transaction() as con:
-        record_in_warehouse(con, manifest, Path(out_dir) / "builds" / manifest["build_id"])
+    from eventatlas.publishing import publish_build
+
+    return publish_build(Path(out_dir) / "builds" / manifest["build_id"], warn=get_run_logger().warning)

@@ -201,3 +201,59 @@ def test_bad_record_fails_before_anything_is_queued_or_written(wh, eventatlas_en
         with pytest.raises(RecordError, match="not a run record"):
             publish_records([good, bad], warn=lambda m: None)
     assert not pending_runs(wh.path) and _counts(wh, "good") == (0, 0)
+
+
+def _build(root: Path, build_id: str, mentions: int) -> Path:
+    """A wiki build directory as ``eventatlas.wiki.build`` leaves it: manifest + Table 1."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eventatlas.io import atomic_write_json
+
+    bdir = root / "builds" / build_id
+    bdir.mkdir(parents=True)
+    pq.write_table(pa.table({"split": ["train", "dev"], "language": ["en", "en"], "mentions": [mentions - 1, 1],
+                             "events": [3, 1], "trees": [1, 1], "avg_children": [2.0, 0.0], "max_depth": [1, 0]}),
+                   bdir / "table1.parquet")
+    atomic_write_json(bdir / "manifest.json", {
+        "build_id": build_id, "dataset": "wikigrounding", "backend": {"kind": "dumps"}, "params": {"seed": 0},
+        "counts": {"events": 4, "mentions": mentions}, "rejects_by_reason": {"no_anchor": 2},
+        "diff": {"previous_build_id": None, "mentions_added": {"en": mentions}, "mentions_removed": {},
+                 "events_added": ["Q1", "Q2", "Q3", "Q4"], "events_removed": []}})
+    return bdir
+
+
+def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_it(wh, eventatlas_env):
+    from eventatlas.publishing import publish_build
+
+    bdir = _build(eventatlas_env / "wiki", "b1", mentions=7)
+    said: list[str] = []
+    with Holder(wh.path):
+        assert publish_build(bdir, warn=said.append) == "queued"
+        assert "build b1 queued" in said[-1] and "eventatlas publish --pending" in said[-1]
+        assert [p.name for p in pending_dir(wh.path).iterdir()] == ["build-b1.json"]
+        assert pending_runs(wh.path) == []  # a build entry is not mistaken for a run
+    assert wh.query("SELECT count(*) FROM wiki_builds").iloc[0, 0] == 0  # nothing half-written while queued
+    out = publish_records([])  # eventatlas publish --pending
+    assert out.builds_from_queue == ["b1"] and out.published == []
+    assert wh.query("SELECT n_mentions FROM wiki_builds WHERE build_id = 'b1'").iloc[0, 0] == 7
+    assert wh.query("SELECT sum(mentions) FROM wiki_table1 WHERE build_id = 'b1'").iloc[0, 0] == 7
+    assert not list(pending_dir(wh.path).iterdir())
+    assert publish_records([]).builds_from_queue == []  # recorded once
+    assert publish_build(bdir) == "recorded"  # a free warehouse records at once (replacing the build's rows)
+    assert wh.query("SELECT count(*) FROM wiki_builds").iloc[0, 0] == 1
+
+
+def test_queued_build_whose_directory_went_away_is_set_aside(wh, eventatlas_env):
+    import shutil
+
+    from eventatlas.publishing import publish_build
+
+    bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
+    with Holder(wh.path):
+        assert publish_build(bdir, warn=lambda m: None) == "queued"
+    shutil.rmtree(bdir)
+    said: list[str] = []
+    out = publish_records([], warn=said.append)
+    assert out.builds_from_queue == [] and any("queued build build-b2 set aside" in m for m in said)
+    assert [p.name for p in pending_dir(wh.path).iterdir()] == ["build-b2.json.bad"]
