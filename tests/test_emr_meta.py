@@ -116,7 +116,7 @@ PARAMS = {"min_mentions": 8, "n_corpus": 4, "n_query": 3, "n_dev": 1, "n_none": 
           "meta": {"epochs": 2, "pairs": 200, "batch_size": 50, "hidden": 16, "adapt_epochs": 2}}
 
 
-def test_meta_run_is_saved_evaluated_and_searchable(eventatlas_env, tmp_path):
+def test_meta_run_is_saved_evaluated_and_searchable(eventatlas_env, tmp_path, monkeypatch):
     ddir = eventatlas_env / "data" / "datasets" / "emr_sample"
     ingest("maven_sentences", SAMPLE, out_dir=ddir, dataset="emr_sample")
     split = tmp_path / "split.json"  # the few-shot split format: {split: [types]}
@@ -158,6 +158,17 @@ def test_meta_run_is_saved_evaluated_and_searchable(eventatlas_env, tmp_path):
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model", f"meta:{run_id}",
                             "-r", "trigger"], terminal_width=400)
     assert r.exit_code == 2 and "trained on representation='window4'" in r.output
+    # a caller that keeps the corpus index maps the corpus through the network once, not once per query
+    from eventatlas.emr.meta import MetaModel
+    from eventatlas.emr.search import CorpusIndex, search
+
+    index = CorpusIndex.build(ddir, representation="window4", device="cpu")
+    sizes, real = [], MetaModel.transform
+    monkeypatch.setattr(MetaModel, "transform", lambda self, X, **kw: sizes.append(len(X)) or real(self, X, **kw))
+    first = search(ddir, ex, model=f"meta:{run_id}", top=5, device="cpu", index=index)
+    second = search(ddir, ex, model=f"meta:{run_id}", top=5, device="cpu", index=index)
+    assert sizes.count(len(index)) == 1 and sizes.count(2) == 2  # the corpus once; each query's 2 examples
+    assert first.equals(second) and first.column("mention_id").to_pylist() == [a["mention_id"] for a in res]
 
 
 @pytest.mark.shared_data

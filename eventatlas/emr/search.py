@@ -128,6 +128,14 @@ class CorpusIndex:
         self.embeddings = embeddings
         self.index = faiss.IndexFlatIP(X.shape[1])
         self.index.add(unit_rows(np.asarray(X, dtype=np.float32), "corpus"))
+        self._mapped: dict[str, CorpusIndex] = {}
+
+    def mapped(self, key: str, fn: Callable[[np.ndarray], np.ndarray]) -> "CorpusIndex":
+        """This corpus through ``fn`` (a meta-trained network), mapped once per ``key`` and kept, so a caller
+        that reuses the index for many queries does not push the whole corpus through the network each time."""
+        if key not in self._mapped:
+            self._mapped[key] = CorpusIndex(self.ids, fn(np.asarray(self.X)), self.embeddings)
+        return self._mapped[key]
 
     @classmethod
     def build(cls, dataset_dir: str | Path, *, model_id: str | None = None, representation: str = "window4",
@@ -197,7 +205,7 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
     if model == "adhoc":
         rows, scores = index.search(adhoc_query(E), top, exclude)
     elif meta is not None:
-        mapped = CorpusIndex(index.ids, meta.transform(np.asarray(index.X), device=device), index.embeddings)
+        mapped = index.mapped(model, lambda X: meta.transform(X, device=device))
         rows, scores = mapped.search(adhoc_query(meta.transform(E, device=device)), top, exclude)
     else:
         params = siamese if siamese is not None else SiameseParams()
