@@ -11,8 +11,8 @@
   input, or on the mention side over the marked span only (``mention_pool="trigger"``); score = dot product.
 * Losses: ``bce`` (:mod:`.loss_multilabel`, every gold a positive), ``msoftmax`` (:mod:`.loss_multisoftmax`,
   every gold a positive, each ranked against the row's negatives by a softmax) or ``softmax``
-  (:mod:`.loss_softmax`, BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`) over N_h sampled
-  in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
+  (:mod:`.loss_softmax`, BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`)
+  over N_h sampled in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
   Only the training split's hierarchy is ever seen in training (zero-shot).
 * Pool negatives (``negatives`` > 0): each batch adds that many candidates drawn at random from the
   pool *outside* every evaluation split's events (all-zero target columns / extra softmax columns).
