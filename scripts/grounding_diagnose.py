@@ -16,6 +16,7 @@ import argparse
 
 import numpy as np
 
+from eventatlas.evaluation._vectors import unit_rows
 from eventatlas.evaluation.grounding import grounding_scores
 from eventatlas.grounding import biencoder as B
 from eventatlas.grounding.data import load
@@ -51,7 +52,7 @@ def main() -> None:
         ms = gd.splits[split]
         for pool in pools:
             mv = B.embed_items(enc, B.mention_inputs(enc, ms, cache=False), device="cpu", pool=pool)
-            for score, (m, c) in {"dot": (mv, cv), "cos": (B.unit_rows(mv), B.unit_rows(cv))}.items():
+            for score, (m, c) in {"dot": (mv, cv), "cos": (unit_rows(mv), unit_rows(cv))}.items():
                 ids, _ = B.retrieve(m, c, 16)
                 report(f"{split} {pool} {score}", ids, ms.golds, tr, gd.events_of(split))
         if not a.variant_dir:  # lexical: TF-IDF of the trigger / the sentence against title + description

@@ -8,6 +8,7 @@ import torch
 
 from eventatlas.grounding.loss_hierarchy import ComplExHierarchy, hierarchy_bce
 from eventatlas.grounding.loss_multilabel import batch_candidates, multilabel_bce
+from eventatlas.grounding.loss_multisoftmax import multipositive_softmax
 from eventatlas.grounding.loss_softmax import batch_targets, softmax_ce
 
 
@@ -37,6 +38,41 @@ def test_softmax_ce_one_gold_with_shared_column():
 
     want = (nll(s[0], 0) + nll(s[1], 1) + nll(s[2], 0)) / 3
     assert softmax_ce(torch.tensor(s), t).item() == pytest.approx(want, rel=1e-6)
+
+
+def test_multipositive_softmax_each_gold_against_the_negatives_only():
+    # the batch of test_multilabel_bce_shares_duplicate_golds plus one pool negative (column 3)
+    _, y = batch_candidates([[0, 5], [1, 5], [0]])
+    y = torch.cat([y, torch.zeros(3, 1)], dim=1)
+    s = [[2.0, 0.0, -1.0, 1.0], [0.0, 1.0, 3.0, -1.0], [1.0, -2.0, 0.0, 0.5]]
+
+    def nll(p, negs):  # -log(e^p / (e^p + sum e^n)), written out
+        return -math.log(math.exp(p) / (math.exp(p) + sum(math.exp(n) for n in negs)))
+
+    want = ((nll(2.0, [-1.0, 1.0]) + nll(0.0, [-1.0, 1.0])) / 2  # mention 0: golds 0 and 5 never compete
+            + (nll(1.0, [0.0, -1.0]) + nll(3.0, [0.0, -1.0])) / 2
+            + nll(1.0, [-2.0, 0.0, 0.5])) / 3
+    got = multipositive_softmax(torch.tensor(s), y)
+    assert got.item() == pytest.approx(want, rel=1e-6)
+    # one gold per row: exactly BLINK's softmax cross-entropy
+    one = torch.zeros(3, 4)
+    one[[0, 1, 2], [0, 2, 3]] = 1
+    assert multipositive_softmax(torch.tensor(s), one).item() == pytest.approx(
+        softmax_ce(torch.tensor(s), torch.tensor([0, 2, 3])).item(), rel=1e-6)
+    # shift-invariant per row (so no bias), unlike the BCE
+    shifted = torch.tensor(s) + torch.tensor([[5.0], [-3.0], [10.0]])
+    assert multipositive_softmax(shifted, y).item() == pytest.approx(want, rel=1e-5)
+    assert multilabel_bce(shifted, y).item() != pytest.approx(multilabel_bce(torch.tensor(s), y).item())
+    # a row of golds only costs 0 and gives finite (zero) gradients
+    x = torch.tensor([[1.0, 2.0], [0.0, 1.0]], requires_grad=True)
+    loss = multipositive_softmax(x, torch.tensor([[1.0, 1.0], [1.0, 0.0]]))
+    loss.backward()
+    assert loss.item() == pytest.approx(math.log(1 + math.exp(1.0)) / 2, rel=1e-6)
+    assert torch.isfinite(x.grad).all() and x.grad[0].tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="no positive"):
+        multipositive_softmax(torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match="differ"):
+        multipositive_softmax(torch.zeros(2, 3), y)
 
 
 def _toy_complex():

@@ -228,3 +228,68 @@ def test_method_with_cosine_negatives_and_dev_selected_epoch(sample_world, monke
     dev_r = next(r["value"] for r in res.metrics if r["variant"] == "multilabel" and r["split"] == "dev"
                  and r["metric"] == "recall_at_min")
     assert dev_r == pytest.approx(max(by_epoch))  # the kept weights are the selected epoch's
+
+
+def test_cross_encoder_feed_is_picked_by_dev_recall_at_cross_k():
+    from eventatlas.methods.grounding import pick_on_dev
+
+    dev = {"baseline": {"recall_at_min": 0.079, "recall@8": 0.009},  # README run A, dev
+           "multilabel": {"recall_at_min": 0.069, "recall@8": 0.101},
+           "hp": {"recall_at_min": 0.079, "recall@8": 0.05}}
+    assert pick_on_dev(dev, "recall_at_min") == "baseline"  # first of a tie
+    # the cross-encoder can only recover golds inside the top 8: the multilabel model holds all of them 11x as often
+    assert pick_on_dev(dev, "recall@8") == "multilabel"
+    assert pick_on_dev({}, "recall@8") is None
+
+
+def test_msoftmax_linking_batches_keep_the_multilabel_targets():
+    from eventatlas.grounding.biencoder import LinkingTask
+    from eventatlas.methods.grounding import GroundingConfig, variant_label
+
+    golds = [[0, 5], [1, 5], [0]]
+    items = [ModelInput([1, 2], [], []) for _ in golds]
+    cands = [ModelInput([100 + c], [], []) for c in range(12)]
+    task = LinkingTask(_StubEncoder(), items, golds, cands, np.full(12, -1), loss="msoftmax", negatives=2,
+                       negative_pool=range(6, 12))
+    batch = task.make_batch(np.arange(3), np.random.default_rng(0))
+    assert batch["target"].tolist() == [[1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [1, 0, 0, 0, 0]]  # every gold a positive
+    cfg = GroundingConfig(multilabel_loss="msoftmax")
+    assert [variant_label(v, cfg) for v in ("untuned", "baseline", "multilabel", "hp_hjl")] == \
+        ["untuned", "baseline", "multilabel+msoftmax", "hp_hjl+msoftmax"]
+    assert variant_label("hp", GroundingConfig()) == "hp"
+    with pytest.raises(ValueError, match="loss must be one of"):
+        LinkingTask(_StubEncoder(), items, golds, cands, np.full(12, -1), loss="hinge")
+
+
+def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, monkeypatch):
+    from eventatlas.methods import SPECS
+
+    root, model = sample_world
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
+    spec = SPECS["grounding"]
+    cfg = spec.validate({"model_id": str(model), "variants": ["baseline", "multilabel"], "device": "cpu", "ks": [1, 2],
+                         "score": "cosine", "negatives": 3, "multilabel_loss": "msoftmax", "cross_encoder": True,
+                         "cross_k": 3, "train": {"epochs": 1, "batch_size": 4}})
+    res = spec.runner()(root / "fng", root / "run_msm", seed=0, config=cfg)
+    rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}
+    assert {v for v, _, _ in rows} >= {"baseline", "multilabel+msoftmax"} and ("multilabel", "dev", "recall@1") not in rows
+    assert (root / "run_msm" / "multilabel+msoftmax" / "model" / "config.json").exists()
+    # recall@3 is not among ks: it is computed for the pick, which is the best dev Recall@cross_k
+    assert res.params["best_on_dev_by"] == "recall@3"
+    from eventatlas.evaluation.grounding import grounding_scores
+    from eventatlas.grounding import biencoder as B
+    from eventatlas.grounding.biencoder import retrieve
+    from eventatlas.grounding.data import load
+    from eventatlas.methods.grounding import GroundingConfig, _vectors
+    from eventatlas.modeling import MentionEncoder
+
+    gd = load(root / "fng", max_mentions={"dev": None}, splits=("train", "dev"))
+    r3 = {}
+    for v in ("baseline", "multilabel+msoftmax"):
+        enc = MentionEncoder(root / "run_msm" / v / "model", max_length=128)
+        mv = _vectors(enc, B.mention_inputs(enc, gd.splits["dev"]), GroundingConfig(score="cosine"), "cpu")
+        ids, _ = retrieve(mv, np.load(root / "run_msm" / v / "candidate_vectors.npy"), 3)
+        r3[v] = grounding_scores([list(r) for r in ids], gd.splits["dev"].golds, ks=[3])["recall@3"]
+    assert r3[res.params["best_on_dev"]] == max(r3.values())
+    assert res.params["cross"]["bi_encoder"] == res.params["best_on_dev"]
+    assert (f"cross:{res.params['best_on_dev']}", "test", "strict_acc") in rows

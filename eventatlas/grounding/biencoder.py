@@ -9,9 +9,10 @@
   BLINK uses two copies: one model halves the CPU memory and the pre-training of HP then reaches the
   mention side too), mean-pooled (the default encoder is a mean-pooling sentence-transformer) over the whole
   input, or on the mention side over the marked span only (``mention_pool="trigger"``); score = dot product.
-* Losses: ``bce`` (:mod:`.loss_multilabel`, every gold a positive) or ``softmax`` (:mod:`.loss_softmax`,
-  BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`) over N_h sampled
-  in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
+* Losses: ``bce`` (:mod:`.loss_multilabel`, every gold a positive), ``msoftmax`` (:mod:`.loss_multisoftmax`,
+  every gold a positive, each ranked against the row's negatives by a softmax) or ``softmax``
+  (:mod:`.loss_softmax`, BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`)
+  over N_h sampled in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
   Only the training split's hierarchy is ever seen in training (zero-shot).
 * Pool negatives (``negatives`` > 0): each batch adds that many candidates drawn at random from the
   pool *outside* every evaluation split's events (all-zero target columns / extra softmax columns).
@@ -38,11 +39,13 @@ from ..modeling.inputs import ModelInput
 from .data import MARKERS, GroundingData, Mentions
 from .loss_hierarchy import ComplExHierarchy, hierarchy_bce
 from .loss_multilabel import batch_candidates, multilabel_bce
+from .loss_multisoftmax import multipositive_softmax
 from .loss_softmax import batch_targets, softmax_ce
 
 REP = "sentence"  # mean pooling over the (windowed) input
 MENTION_POOLS = ("sentence", "trigger")  # mention side: the whole window, or the marked span ([ENT_START] m [ENT_END])
 SCORES = ("dot", "cosine")
+LOSSES = ("bce", "msoftmax", "softmax")  # multi-label targets for the first two, the atomic gold for softmax
 
 
 def add_markers(encoder) -> bool:
@@ -127,8 +130,8 @@ class LinkingTask:
                  cand_items: Sequence[ModelInput], parent: np.ndarray, *, loss: str = "bce", hjl_weight: float = 0.0,
                  n_h: int = 8, train_events: set[int] | None = None, mention_pool: str = REP,
                  negatives: int = 0, negative_pool: Sequence[int] = ()):
-        if loss not in ("bce", "softmax"):
-            raise ValueError(f"loss must be bce or softmax, got {loss!r}")
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.encoder, self.items, self.golds, self.cands = encoder, list(mention_items), [list(g) for g in golds], list(cand_items)
         self.parent, self.kind, self.hjl_weight, self.n_h = parent, loss, float(hjl_weight), int(n_h)
         if mention_pool not in MENTION_POOLS:
@@ -144,14 +147,14 @@ class LinkingTask:
 
     def make_batch(self, indices: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
         golds = [self.golds[i] for i in indices]
-        if self.kind == "bce":
+        if self.kind != "softmax":
             cands, target = batch_candidates(golds)
         else:
             cands, target = batch_targets([g[0] for g in golds])
         if self.negatives > 0:
             extra = sample_negatives(self.negative_pool, set(cands) | {g for gs in golds for g in gs}, self.negatives, rng)
             cands = cands + extra
-            if self.kind == "bce":  # new all-negative columns; softmax targets are column indices, unchanged
+            if self.kind != "softmax":  # new all-negative columns; softmax targets are column indices, unchanged
                 target = torch.cat([target, torch.zeros(len(golds), len(extra))], dim=1)
         batch = {"mentions": self.encoder.collate([self.items[i] for i in indices], self.mention_pool),
                  "candidates": self.encoder.collate([self.cands[c] for c in cands], REP), "target": target}
@@ -167,6 +170,8 @@ class LinkingTask:
         s = model.scores(m, c)
         if self.kind == "bce":
             link = multilabel_bce(s if model.bias is None else s + model.bias, batch["target"])
+        elif self.kind == "msoftmax":  # shift-invariant: the BCE bias plays no part
+            link = multipositive_softmax(s, batch["target"])
         else:
             link = softmax_ce(s, batch["target"])
         terms = {"link": float(link.detach())}

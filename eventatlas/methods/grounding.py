@@ -13,8 +13,10 @@ training split and score each on dev and test (zero-shot: no dev/test event is s
 
 Metrics (task ``grounding``, variant = the above): Recall@k (all golds in the top k), Recall@min,
 strict accuracy of the top-|gold|, the atomic-only upper bound; hierarchy discovery Recall@k from each
-variant's top-4 (``discovery_recall@k``). With ``cross_encoder``, a cross-encoder is trained over the top-8
-of the best variant on dev (gold-forced) and scored with the dev-tuned threshold tau_c (variant
+variant's top-4 (``discovery_recall@k``). ``best_on_dev`` (the default model of ``eventatlas ground``) is the
+trained variant with the best dev Recall@min, or, with ``cross_encoder``, the best dev Recall@cross_k: the
+cross-encoder is trained over that variant's top-8 (gold-forced), which holds every gold only as often as
+Recall@8 says, and scored with the dev-tuned threshold tau_c (variant
 ``cross:<bi-encoder variant>``: strict accuracy, micro/macro P/R/F1). Each variant's model and candidate
 vectors are kept for ``eventatlas ground``.
 """
@@ -84,6 +86,10 @@ class GroundingConfig(MethodConfig):
     ks: list[int] = [1, 4, 8, 16]
     n_h: int = Field(8, ge=1)  # sampled parents per batch for the hierarchy loss
     hjl_weight: float = Field(1.0, gt=0)
+    # the linking loss of the multi-label variants (multilabel, hp, hjl, hp_hjl): the paper's in-batch BCE, or the
+    # multi-positive softmax (every gold a positive, ranked against the row's negatives; README diagnosis). A
+    # non-default loss is part of the variant's name in the metric rows and run directory (e.g. multilabel+msoftmax)
+    multilabel_loss: Literal["bce", "msoftmax"] = "bce"
     # score and negatives (see eventatlas.grounding.biencoder): "cosine" = scale * cos, the BCE with a learned
     # bias; negatives = random pool candidates per batch from outside every evaluation split's events
     score: Literal["dot", "cosine"] = "dot"
@@ -163,10 +169,12 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                      "variants": {}}
     train_events = gd.events_of("train")
     out_dir.mkdir(parents=True, exist_ok=True)
-    best = (None, -1.0)
+    dev_scores: dict[str, dict[str, float]] = {}
+    labels = {v: variant_label(v, cfg) for v in cfg.variants}
     for variant in cfg.variants:
         set_seeds(seed)
-        vdir = out_dir / variant
+        label = labels[variant]
+        vdir = out_dir / label
         enc = _encoder(cfg)
         m_items = {s: B.mention_inputs(enc, gd.splits[s]) for s in ("train", *evals)}
         c_items = B.candidate_inputs(enc, gd)
@@ -175,12 +183,12 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         info: dict[str, Any] = {}
         if variant in ("hp", "hp_hjl"):
             task = B.HierarchyTask(enc, c_items, gd.parent, train_events, n_h=cfg.n_h)
-            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed, phase=f"{variant}/hp").fit()
+            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed, phase=f"{label}/hp").fit()
             result.add_training(res)
             info["hp"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s}
         if variant in TRAINED:
             task = B.LinkingTask(enc, m_items["train"], gd.splits["train"].golds, c_items, gd.parent,
-                                 loss="softmax" if variant == "baseline" else "bce",
+                                 loss="softmax" if variant == "baseline" else cfg.multilabel_loss,
                                  hjl_weight=cfg.hjl_weight if variant in ("hjl", "hp_hjl") else 0.0, n_h=cfg.n_h,
                                  train_events=train_events, mention_pool=cfg.mention_pool,
                                  negatives=cfg.negatives, negative_pool=gd.outside_eval())
@@ -197,7 +205,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 
                 stopper = EarlyStopping("dev_recall_at_min", patience=cfg.patience)
                 callbacks = [EvalCallback(dev_r_min), stopper]
-            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=variant,
+            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=label,
                           callbacks=callbacks).fit()
             result.add_training(res)
             info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
@@ -211,27 +219,46 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         for split in evals:
             mv = _vectors(enc, m_items[split], cfg, device, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
-            rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, variant)
+            rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, label)
             result.metrics += rows
-            if split == "dev":
-                r = next(x["value"] for x in rows if x["metric"] == "recall_at_min")
-                if variant != "untuned" and r > best[1]:
-                    best = (variant, r)
+            if split == "dev" and variant != "untuned":
+                dev_scores[label] = grounding_scores([list(r) for r in ranked], gd.splits["dev"].golds,
+                                                     ks=sorted({*cfg.ks, cfg.cross_k}))
         info["eval_seconds"] = round(time.perf_counter() - t0, 2)
         if cfg.keep_models:
             enc.save(vdir / "model")
             np.save(vdir / "candidate_vectors.npy", cv)
-        result.params["variants"][variant] = info
+        result.params["variants"][label] = info
         del model, enc
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    chosen = best[0] or next((v for v in cfg.variants if v != "untuned"), cfg.variants[0])
-    result.params["best_on_dev"] = chosen
-    if cfg.cross_encoder and chosen in TRAINED:
+    by = f"recall@{cfg.cross_k}" if cfg.cross_encoder else "recall_at_min"
+    chosen = pick_on_dev(dev_scores, by) or next((labels[v] for v in cfg.variants if v != "untuned"), labels[cfg.variants[0]])
+    result.params["best_on_dev"], result.params["best_on_dev_by"] = chosen, by
+    if cfg.cross_encoder and chosen in {labels[v] for v in cfg.variants if v in TRAINED}:
         _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result)
     atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
     result.add_artifact("grounding/params", out_dir / "grounding.json")
     return result
+
+
+def variant_label(variant: str, cfg: GroundingConfig) -> str:
+    """The name of a variant in the metric rows and the run directory: ``multilabel`` etc. with the paper's BCE,
+    ``multilabel+msoftmax`` etc. with another linking loss (so rows of different losses never share a name)."""
+    if variant in ("untuned", "baseline") or cfg.multilabel_loss == "bce":
+        return variant
+    return f"{variant}+{cfg.multilabel_loss}"
+
+
+def pick_on_dev(dev_scores: dict[str, dict[str, float]], metric: str) -> Optional[str]:
+    """The variant with the highest dev ``metric`` (first in order on a tie); None when there is none. The
+    cross-encoder re-ranks only the bi-encoder's top cross_k, so it is fed by the best dev Recall@cross_k
+    (all golds retrievable), not the best Recall@min."""
+    best, val = None, float("-inf")
+    for v, s in dev_scores.items():
+        if s[metric] > val:
+            best, val = v, s[metric]
+    return best
 
 
 def _vectors(enc, items, cfg: GroundingConfig, device: str, pool: str = "sentence") -> np.ndarray:
