@@ -159,3 +159,27 @@ def test_select_epoch_keeps_the_dev_best_epoch(eventatlas_env):
     facts = {m["metric"]: m["value"] for m in res.metrics if m["task"] == "training"}
     assert facts["epochs_selected"] == best + 1
     assert info["dev_one_step_bcubed_f"] == pytest.approx(curve[best], abs=1e-9)
+
+
+def test_full_test_fold_unless_max_test(eventatlas_env, monkeypatch):
+    """``max_test`` None (the default) clusters the whole test fold, an int subsamples it (seeded); the
+    wall time of every test clustering and the linkage path the memory ceiling picks are recorded (above
+    ``EVENTATLAS_MAX_DENSE_N`` the O(N·d) NN-chain, as on a 23k-instance FN 1.5 fold)."""
+    from eventatlas.methods import get_spec
+
+    ds = _ingest_sample(eventatlas_env)
+    model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
+    kw = dict(seed=0, model_id=str(model), losses=["vanilla"], alphas=[0.0, 1.0], folds=[0], precision="fp32",
+              projection=False, ranking=False)
+    full = get_spec("frame_dml").runner()(ds, eventatlas_env / "full", **kw).params["folds"]["0"]
+    assert full["n_test"] == full["n_test_full"] > 10
+    assert set(full["models"]["vanilla"]["test_clustering_s"]) == {
+        f"{r} {c}" for r in ("word", "mask", "w+m") for c in ("one_step", "two_step")}
+    assert full["models"]["vanilla"]["test_linkage"] == "dense"  # a few dozen rows, far below the ceiling
+    monkeypatch.setenv("EVENTATLAS_MAX_DENSE_N", "5")
+    sub = get_spec("frame_dml").runner()(ds, eventatlas_env / "sub", max_test=10, **kw)
+    assert sub.params["folds"]["0"]["n_test"] == 10
+    assert sub.params["folds"]["0"]["models"]["vanilla"]["test_linkage"] == "nnchain"
+    n = {m["setting"]: m["value"] for m in sub.metrics
+         if m["split"] == "test" and m["metric"] == "n_frames" and m["clustering"] == "one_step"}
+    assert list(n) == ["fold 0, test<= 10"] and n["fold 0, test<= 10"] <= 10

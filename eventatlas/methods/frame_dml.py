@@ -74,8 +74,8 @@ class FrameDMLConfig(MethodConfig):
     arcface_scale: float = Field(64.0, gt=0)
     p_positive: float = Field(0.5, gt=0, lt=1, description="contrastive: chance that an anchor's partner is a positive")
     train_cap_per_lu: Optional[int] = Field(None, ge=1, description="training instances per LU (training-size study)")
-    max_dev: Optional[int] = Field(None, ge=10, description="seeded subsample of dev instances")
-    max_test: Optional[int] = Field(None, ge=10, description="seeded subsample of test instances")
+    max_dev: Optional[int] = Field(None, ge=10, description="seeded subsample of dev instances; None: the whole dev set")
+    max_test: Optional[int] = Field(None, ge=10, description="seeded subsample of test instances; None (default): the whole test fold")
     train_representation: Literal["trigger", "mask"] = "trigger"
     select_epoch: bool = Field(False, description="score dev (one-step B-cubed F, best alpha) after every epoch and keep "
                                                   "the best epoch's weights (the dev-chosen epoch, recorded as epochs_selected)")
@@ -141,8 +141,10 @@ def _dev_epoch_eval(module, items, dev: np.ndarray, fm, cfg: "FrameDMLConfig", d
 
 
 def _test_scores(emb: dict[str, np.ndarray], verbs, frames, choice: dict[str, dict[str, Any]],
-                 ranking: bool) -> dict[tuple[str, str], dict[str, float]]:
-    """(representation, clustering) -> test scores, cuts transferred from dev (test touched once)."""
+                 ranking: bool, seconds: dict[str, float] | None = None) -> dict[tuple[str, str], dict[str, float]]:
+    """(representation, clustering) -> test scores, cuts transferred from dev (test touched once).
+    ``seconds`` (if given) receives the wall time of each clustering, keyed ``"<rep> <clustering>"``
+    (the one-step entries are the average linkage over the whole test set plus its cut)."""
     from ..cluster.frames import one_step, two_step
     from ..evaluation.frames import frame_cluster_scores, ranking_recall
     from ..framedml.represent import mix
@@ -152,10 +154,13 @@ def _test_scores(emb: dict[str, np.ndarray], verbs, frames, choice: dict[str, di
         for clu in ("one_step", "two_step"):
             row = choice[clu][rep]
             V = mix(emb["word"], emb["mask"], row["alpha"])
+            t0 = time.perf_counter()
             if clu == "one_step":
                 lab = one_step(V, row["one_step_threshold"])
             else:
                 lab, _ = two_step(V, verbs, row["group_threshold"], row["pair_fraction"])
+            if seconds is not None:
+                seconds[f"{rep} {clu}"] = round(time.perf_counter() - t0, 2)
             s = frame_cluster_scores(frames, lab)
             s["alpha"] = row["alpha"]
             if ranking and clu == "one_step":
@@ -207,6 +212,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     """Train and evaluate on one FrameNet dataset (see the module docstring)."""
     import pyarrow as pa
 
+    from ..cluster.dense import max_dense_n
     from ..data import Manifest, protocol_for
     from ..data.verbsplit import (assign, cap_per_lu, check_fold, dataset_table, fold_roles, frame_mentions,
                                   role_index, split_verbs, subsample)
@@ -329,8 +335,12 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
             emb_test = embed(enc, items, test, device=device, precision=cfg.precision, batch_size=cfg.eval_batch_size)
             train_info["embed_test_s"] = round(time.perf_counter() - t1, 2)
             t1 = time.perf_counter()
-            scores = _test_scores(emb_test, fm.verbs[test].tolist(), fm.frames[test].tolist(), choice, cfg.ranking)
+            clustering_s: dict[str, float] = {}
+            scores = _test_scores(emb_test, fm.verbs[test].tolist(), fm.frames[test].tolist(), choice, cfg.ranking,
+                                  seconds=clustering_s)
             train_info["test_eval_s"] = round(time.perf_counter() - t1, 2)
+            train_info["test_clustering_s"] = clustering_s  # per representation and clustering (cost of a full fold)
+            train_info["test_linkage"] = "dense" if len(test) <= max_dense_n() else "nnchain"  # the memory ceiling's path
             write_parquet(pa.Table.from_pylist([{"margin": m, **r} for m, g, _ in candidates for r in g]),
                           fdir / f"dev_grid_{loss}.parquet")
             result.add_artifact(f"frame_dml/dev_grid/fold{fold}/{loss}", fdir / f"dev_grid_{loss}.parquet",
