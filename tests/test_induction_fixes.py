@@ -340,3 +340,58 @@ def test_only_the_main_process_prunes_the_saved_models(tmp_path):
     assert sorted(p.name for p in models.iterdir()) == ["epoch_01.pt"]
     SilhouetteSelection([], "trigger", tmp_path, [2], keep_models="all").prune_models(2)
     assert sorted(p.name for p in models.iterdir()) == ["epoch_01.pt"]
+
+
+def test_untuned_baseline_in_trained_runs_is_clustered_like_the_untuned_method(tmp_path, monkeypatch):
+    """`untuned:ft` inside a trained run was clustered on a float32 `1 - F F^T` by its own `cluster` calls,
+    while the `untuned` method clusters the same features by cosine in float64. manifold_sym on real MAVEN
+    147/18 mentions moves by ~4 ARI under float32 rounding (47.0 vs 43.1 for identical features), so the two
+    baselines disagreed. Now the untuned features are one more input of the trained inputs' clustering call,
+    with float64 cosine distances, and every partition equals the untuned method's."""
+    import eventatlas.evaluation.clustering as ec
+    from eventatlas.evaluation.clustering import cluster_and_score
+    from eventatlas.induction.evaluate import evaluate_trained
+    from eventatlas.induction.training import save_npz
+
+    rng = np.random.default_rng(3)
+    n, types = 60, 4
+    y = [f"T{i % types}" for i in range(n)]
+    centres = rng.normal(size=(types, 16))
+
+    def unit_features(scale):
+        x = (centres[[i % types for i in range(n)]] + scale * rng.normal(size=(n, 16))).astype(np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)  # as the model's features: unit float32 rows
+
+    untuned = {"F": unit_features(1.5), "Q": unit_features(1.0), "K": unit_features(1.0)}
+    trained = {"F": unit_features(0.7), "Q": unit_features(0.7), "K": unit_features(0.7)}
+    summary = {"unseen_mention_ids": [f"m{i}" for i in range(n)], "unseen_labels": y,
+               "epoch_files": [str(save_npz(tmp_path / "epochs" / "epoch_00.npz", trained))],
+               "untuned_file": str(save_npz(tmp_path / "epochs" / "untuned.npz", untuned)),
+               "chosen_epoch": {"paper": 0}, "stop_rule": "paper"}
+    calls = []
+    real = ec.cluster_partitions
+
+    def spy(inputs, *a, **kw):
+        calls.append(dict(inputs))
+        return real(inputs, *a, **kw)
+
+    monkeypatch.setattr(ec, "cluster_partitions", spy)
+    algos = ("agglomerative", "manifold", "manifold_sym", "affinity")
+    ctx = {"dataset": "toy", "method": "batch_attention", "seed": 0, "split": "unseen", "representation": "trigger"}
+    rows, _ = evaluate_trained(tmp_path, summary, ctx=ctx, n_clusters=None, k_manifold=None, inputs=("ft", "attn_dot"),
+                               algorithms=algos, model_id=None, names={}, mapping=None, framenet_dir=None,
+                               umap_plot=False)
+    # one clustering call for the trained inputs and the untuned baseline
+    assert len(calls) == 1 and set(calls[0]) == {"ft", "attn_dot", "untuned:ft"}
+    # its distances are the float64 cosine distances of the untuned features (float32 rounding is ~1e-7)
+    f = untuned["F"].astype(np.float64)
+    f /= np.linalg.norm(f, axis=1, keepdims=True)
+    assert np.abs(calls[0]["untuned:ft"] - (1.0 - f @ f.T)).max() < 1e-12
+    # and every partition scores as the untuned method's own call (cluster_and_score on the features, cosine)
+    monkeypatch.setattr(ec, "cluster_partitions", real)
+    ref = cluster_and_score(untuned["F"], y, n_clusters=types, algorithms=algos, seed=0, dataset="toy",
+                            method="untuned", representation="trigger")
+    want = {(r["clustering"], r["metric"]): r["value"] for r in ref.rows}
+    got = {(r["clustering"], r["metric"]): r["value"] for r in rows
+           if r["task"] == "induction" and r["variant"] == "untuned:ft"}
+    assert set(got) == set(want) and got == pytest.approx(want)

@@ -59,7 +59,8 @@ def normalised_scores(s: np.ndarray) -> np.ndarray:
 
 def distance_inputs(emb: dict[str, np.ndarray], inputs: Sequence[str] = INPUTS) -> dict[str, np.ndarray]:
     """Distance matrices of one run (``emb`` has F, Q, K) or an ensemble (has S, cosQK, F)."""
-    s = emb["S"] if "S" in emb else scores_matrix(emb["Q"], emb["K"])
+    need_s = any(name in ("attn_dot", "attn_dot_neg", "attn_dot_norm") for name in inputs)
+    s = (emb["S"] if "S" in emb else scores_matrix(emb["Q"], emb["K"])) if need_s else None
     out: dict[str, np.ndarray] = {}
     for name in inputs:
         if name == "attn_dot":
@@ -152,9 +153,9 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
 
     ``ctx`` holds the row context (dataset, method, seed, split, setting, representation). Rows:
     task ``induction`` for every (input, algorithm) at the chosen epoch (variant = the input) and for
-    the same encoder before training (variant ``untuned:ft``); ``naming`` / ``linking`` for those
+    the same encoder before training (variant ``untuned:ft``: its features' ``ft`` distances, clustered in the
+    same call as the trained inputs, so its partitions equal the ``untuned`` method's on those features); ``naming`` / ``linking`` for those
     partitions and the gold one (variant ``perfect``); ``training`` for the chosen stopping epochs."""
-    from ..cluster import cluster
     from ..evaluation.clustering import evaluate_partitions
     from ..evaluation.naming import framenet_linking, type_naming, valid_frames
     from ..io import sha256_file, write_parquet
@@ -171,11 +172,10 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
     for rule, e in summary["chosen_epoch"].items():
         rows += _rows({f"stop_epoch_{rule}": e}, task="training", ctx=ctx, variant="stopping")
     t0 = time.perf_counter()
-    parts = cluster_all(distance_inputs(emb, inputs), k, algorithms=algorithms, k_manifold=k_manifold, seed=ctx["seed"])
-    for a in algorithms:
-        kw = {"k": min(k_manifold, len(y))} if k_manifold and a.startswith("manifold") else {}
-        parts[("untuned:ft", a)] = cluster(np.ascontiguousarray(1.0 - untuned["F"] @ untuned["F"].T), a,
-                                           None if a == "affinity" else k, metric="precomputed", seed=ctx["seed"], **kw)
+    # the untuned encoder is one more input of the same clustering call, built as the trained `ft`
+    # (float64 cosine distances): its partitions equal the `untuned` method's on the same features
+    dists = {**distance_inputs(emb, inputs), "untuned:ft": distance_inputs(untuned, ("ft",))["ft"]}
+    parts = cluster_all(dists, k, algorithms=algorithms, k_manifold=k_manifold, seed=ctx["seed"])
     log.info("clustered %d partitions in %.1fs", len(parts), time.perf_counter() - t0)
     rows += evaluate_partitions({key: v.tolist() for key, v in parts.items()}, y, **ctx)
 
