@@ -128,9 +128,11 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     assert set(ind["clustering"]) == {"agglomerative", "manifold", "manifold_sym", "affinity"}  # algorithms only
     ari = ind[ind.metric == "ari"]
     assert len(ari) == 24 and ari["value"].between(-0.5, 1).all()
-    # shift invariance: 1 - S and -S give the same partitions, hence the same scores
+    # shift invariance: 1 - S and -S give the same partitions, hence the same scores. Not asserted for
+    # manifold_sym here: on the near-tied scores of a random tiny model its symmetrised kNN graph follows
+    # float rounding (it flips with the BLAS thread count); test_evaluation checks it on separable data
     a = ari.set_index(["variant", "clustering"])["value"]
-    for algo in ("agglomerative", "manifold", "manifold_sym", "affinity"):
+    for algo in ("agglomerative", "manifold", "affinity"):
         assert a[("attn_dot", algo)] == pytest.approx(a[("attn_dot_neg", algo)])
     # naming on gold clusters ranks among 3 unseen names; linking has 3 mapped unseen types
     perf = df[df.variant == "perfect"]
