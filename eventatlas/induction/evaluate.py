@@ -154,8 +154,8 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
     ``ctx`` holds the row context (dataset, method, seed, split, setting, representation). Rows:
     task ``induction`` for every (input, algorithm) at the chosen epoch (variant = the input) and for
     the same encoder before training (variant ``untuned:ft``: its features' ``ft`` distances, clustered in the
-    same call as the trained inputs, so its partitions equal the ``untuned`` method's on those features); ``naming`` / ``linking`` for those
-    partitions and the gold one (variant ``perfect``); ``training`` for the chosen stopping epochs."""
+    same call as the trained inputs, so its partitions equal the ``untuned`` method's on those features);
+    ``naming`` / ``linking`` for those partitions and the gold one (variant ``perfect``); ``training`` for the chosen stopping epochs."""
     from ..evaluation.clustering import evaluate_partitions
     from ..evaluation.naming import framenet_linking, type_naming, valid_frames
     from ..io import sha256_file, write_parquet

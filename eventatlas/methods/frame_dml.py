@@ -75,7 +75,8 @@ class FrameDMLConfig(MethodConfig):
     p_positive: float = Field(0.5, gt=0, lt=1, description="contrastive: chance that an anchor's partner is a positive")
     train_cap_per_lu: Optional[int] = Field(None, ge=1, description="training instances per LU (training-size study)")
     max_dev: Optional[int] = Field(None, ge=10, description="seeded subsample of dev instances; None: the whole dev set")
-    max_test: Optional[int] = Field(None, ge=10, description="seeded subsample of test instances; None (default): the whole test fold")
+    max_test: Optional[int] = Field(None, ge=10, description="seeded subsample of test instances; None (default): "
+                                                            "the whole test fold")
     train_representation: Literal["trigger", "mask"] = "trigger"
     select_epoch: bool = Field(False, description="score dev (one-step B-cubed F, best alpha) after every epoch and keep "
                                                   "the best epoch's weights (the dev-chosen epoch, recorded as epochs_selected)")
@@ -340,7 +341,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                   seconds=clustering_s)
             train_info["test_eval_s"] = round(time.perf_counter() - t1, 2)
             train_info["test_clustering_s"] = clustering_s  # per representation and clustering (cost of a full fold)
-            train_info["test_linkage"] = "dense" if len(test) <= max_dense_n() else "nnchain"  # the memory ceiling's path
+            # the path the clustering module's memory ceiling picks for a test fold of this size
+            train_info["test_linkage"] = "dense" if len(test) <= max_dense_n() else "nnchain"
             write_parquet(pa.Table.from_pylist([{"margin": m, **r} for m, g, _ in candidates for r in g]),
                           fdir / f"dev_grid_{loss}.parquet")
             result.add_artifact(f"frame_dml/dev_grid/fold{fold}/{loss}", fdir / f"dev_grid_{loss}.parquet",

@@ -183,7 +183,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         info: dict[str, Any] = {}
         if variant in ("hp", "hp_hjl"):
             task = B.HierarchyTask(enc, c_items, gd.parent, train_events, n_h=cfg.n_h)
-            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed, phase=f"{label}/hp").fit()
+            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed,
+                          phase=f"{label}/hp").fit()
             result.add_training(res)
             info["hp"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s}
         if variant in TRAINED:
@@ -233,7 +234,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     by = f"recall@{cfg.cross_k}" if cfg.cross_encoder else "recall_at_min"
-    chosen = pick_on_dev(dev_scores, by) or next((labels[v] for v in cfg.variants if v != "untuned"), labels[cfg.variants[0]])
+    chosen = pick_on_dev(dev_scores, by) or next((labels[v] for v in cfg.variants if v != "untuned"),
+                                                 labels[cfg.variants[0]])
     result.params["best_on_dev"], result.params["best_on_dev_by"] = chosen, by
     if cfg.cross_encoder and chosen in {labels[v] for v in cfg.variants if v in TRAINED}:
         _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result)
