@@ -535,6 +535,33 @@ def methods() -> None:
                           else f"    {key}: {default}", markup=False)
 
 
+@app.command("extract-events")
+def extract_events_cmd(
+    source: str = typer.Argument(..., help="ingested dataset name (or directory) whose sentences are parsed"),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="name of the new event-co-occurrence dataset "
+                                          "(default: <source>_svo)"),
+    parser: str = typer.Option("en_core_web_sm", "--parser", help="an installed spaCy pipeline by package name or "
+                               "directory (spacy:<name or path>, or just the name or path), or import:<module>:<function> "
+                               "for any other Parser"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="default: <data>/datasets/<dataset>"),
+) -> None:
+    """(subject, verb, object) events from the sentences of an ingested dataset, by dependency parse, into a
+    dataset SWCC trains on (`eventatlas train swcc <dataset>`); prints the counts."""
+    from .swcc.extract import load_parser, sentences_by_document, write_extracted
+
+    sdir = Path(source) if Path(source).is_dir() else config.datasets_dir() / source
+    if not (sdir / "mentions.parquet").exists():
+        _fail(f"dataset {source!r} is not ingested (no {sdir / 'mentions.parquet'}); see `eventatlas datasets`", code=2)
+    name = dataset or f"{sdir.name}_svo"
+    try:
+        parse = load_parser(parser)
+    except (ValueError, RuntimeError) as e:
+        _fail(str(e), code=2)
+    man = write_extracted(sentences_by_document(sdir), parse, out_dir or config.datasets_dir() / name, dataset=name,
+                          source=str(sdir), parser=parser)
+    console.print(json.dumps({"dataset": name, "parser": parser, **man["stats"]}), markup=False, soft_wrap=True)
+
+
 @app.command("build-wikievents")
 def build_wikievents(
     backend: str = typer.Option("dumps", "--backend", help="dumps | api"),

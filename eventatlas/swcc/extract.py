@@ -5,6 +5,9 @@ train on text a user has (or on the sentences of any ingested dataset: MAVEN, Wi
 The parser sits behind ONE function type, :data:`Parser` = ``Callable[[list[str]], list[list[Token]]]``
 (one list of :class:`Token` per sentence). :func:`spacy_parser` builds one from an installed spaCy
 pipeline; any other parser (Stanza, a UD file, a test's hand-made parses) plugs in the same way.
+:func:`load_parser` turns one string (the ``extract-events --parser`` option) into a Parser: an
+installed spaCy pipeline by package name or directory (``spacy:<name or path>``, or the bare name or
+path), or any Parser function by import path (``import:<module>:<function>``).
 
 Rules of :func:`svo_events` (heads, lower-cased word forms as in Weber et al.'s open-IE tuples):
 a token whose ``pos`` is ``VERB`` is an event; its subject is a child with ``dep`` in ``nsubj`` /
@@ -18,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["Token", "Parser", "svo_events", "spacy_parser", "extract_events", "sentences_by_document",
-           "write_extracted"]
+__all__ = ["Token", "Parser", "svo_events", "spacy_parser", "load_parser", "extract_events",
+           "sentences_by_document", "write_extracted"]
 
 SUBJ = ("nsubj", "nsubjpass", "nsubj:pass")
 OBJ = ("dobj", "obj", "attr", "oprd")
@@ -68,8 +71,12 @@ def svo_events(sent: Sequence[Token]) -> list[tuple[str | None, str, str | None]
     return out
 
 
-def spacy_parser(model: str = "en_core_web_sm", batch_size: int = 256) -> Parser:
-    """A :data:`Parser` over an installed spaCy pipeline (``spacy.load(model)``; no download here)."""
+DEFAULT_SPACY_MODEL = "en_core_web_sm"
+
+
+def spacy_parser(model: str = DEFAULT_SPACY_MODEL, batch_size: int = 256) -> Parser:
+    """A :data:`Parser` over an installed spaCy pipeline: ``model`` is a package name or the directory of a
+    saved pipeline (both go to ``spacy.load``; nothing is downloaded here)."""
     try:
         import spacy
     except ImportError:
@@ -86,6 +93,29 @@ def spacy_parser(model: str = "en_core_web_sm", batch_size: int = 256) -> Parser
                 for doc in nlp.pipe(sentences, batch_size=batch_size)]
 
     return parse
+
+
+def load_parser(spec: str = DEFAULT_SPACY_MODEL) -> Parser:
+    """The :data:`Parser` a string names: ``import:<module>:<function>`` imports a Parser function (for
+    Stanza, a UD reader, ...); ``spacy:<name or path>`` or a bare ``<name or path>`` loads an installed spaCy
+    pipeline through :func:`spacy_parser`."""
+    import importlib
+
+    if spec.startswith("import:"):
+        mod, _, fn = spec[len("import:"):].rpartition(":")
+        if not mod or not fn:
+            raise ValueError(f"parser {spec!r}: expected import:<module>:<function>")
+        try:
+            parse = getattr(importlib.import_module(mod), fn)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"parser {spec!r}: cannot import {fn!r} from {mod!r} ({e})") from None
+        if not callable(parse):
+            raise ValueError(f"parser {spec!r}: {mod}.{fn} is not callable")
+        return parse
+    model = spec[len("spacy:"):] if spec.startswith("spacy:") else spec
+    if not model:
+        raise ValueError("parser 'spacy:': name a spaCy pipeline (package name or directory)")
+    return spacy_parser(model)
 
 
 def sentences_by_document(dataset_dir) -> dict[str, list[str]]:
@@ -137,13 +167,14 @@ def extract_events(docs: Mapping[str, Sequence[str]], parse: Parser, *, dataset:
 
 
 def write_extracted(docs: Mapping[str, Sequence[str]], parse: Parser, out_dir, *, dataset: str = "extracted_events",
-                    source: str | None = None) -> dict:
+                    source: str | None = None, parser: str | None = None) -> dict:
     """Extract and write an ``event_cooccurrence`` dataset (all tables or none; manifest last, with the
-    ``stats`` that mark it as co-occurrence data). Returns the manifest."""
+    ``stats`` that mark it as co-occurrence data; ``parser``: what parsed it, recorded). Returns the manifest."""
     from ..io import DatasetWriter
 
     st: dict = {}
     with DatasetWriter(out_dir, dataset, tables=["documents", "mentions", "event_pairs"]) as w:
         for table, row in extract_events(docs, parse, dataset=dataset, stats=st):
             w.write(table, row)
-        return w.commit({"reader": "svo_extract", "source": source, "stats": st, "language": "en"})
+        return w.commit({"reader": "svo_extract", "source": source, "parser": parser, "stats": st,
+                         "language": "en"})
