@@ -10,11 +10,15 @@ from eventatlas.cli import app
 from eventatlas.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
-            "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search"]
+            "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search", "ground", "runs",
+            "extract-events"]
 runner = CliRunner()
 
 
 def test_top_level_help_lists_every_command():
+    import typer
+
+    assert sorted(typer.main.get_command(app).commands) == sorted(COMMANDS)  # a new command joins the list
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0, r.output
     for c in COMMANDS:
