@@ -7,7 +7,7 @@ Compares, in one run, on the same mentions of a grounding dataset and the same e
   cross  the obvious baseline for scoring every candidate: the cross-encoder over every
          (mention, candidate) pair of the pool (what the pipeline avoids by scoring only the top 8).
 Reports mentions/s for both, pairs/s of the cross-encoder, and the ratio (bi includes the pool's
-one-off encoding). Same model, fp32, one thread under /work/exp/cpujob-like conditions.
+one-off encoding). Same model, fp32, one thread (OMP_NUM_THREADS=1).
 
 Usage:  python benchmarks/bench_grounding.py --dataset <dir> [--mentions 4] [--model MODEL]
 Results: benchmarks/results/bench_grounding.json.

@@ -8,7 +8,7 @@ For each split: Recall@1/4/8/16 and Recall@min under the dot product and the cos
 pooled over the whole window (``sentence``) or the marked span (``trigger``, untuned only), and the
 share of mentions whose top-1 is a training event / an event of the scored split. The untuned rows
 with ``sentence`` pooling equal the method's ``untuned`` variant (dot: ``score: dot``; cos: ``score:
-cosine``). Run it through /work/exp/cpujob on shared machines (1-5 CPU minutes).
+cosine``). It takes 1-5 CPU minutes on one core.
 """
 from __future__ import annotations
 

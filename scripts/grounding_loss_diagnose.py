@@ -17,7 +17,7 @@ For a grounding run trained with ``score: cosine`` (its saved ``VARIANT/model`` 
   (negatives scoring above the row's lowest gold), and the gradient weight per violator relative to the
   weight per positive, for the BCE, the BLINK softmax and the multi-positive softmax.
 
-Run it through /work/exp/cpujob on shared machines (about 1.5 CPU minutes for two variants).
+It takes about 1.5 CPU minutes on one core for two variants.
 """
 from __future__ import annotations
 
