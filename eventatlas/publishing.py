@@ -70,10 +70,11 @@ def publish_build(build_dir: str | os.PathLike, *, warehouse_path: str | os.Path
     warn = warn or log.warning
     wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
     bdir = Path(build_dir).resolve()
-    build_id = _read_build(bdir)["build_id"]  # a missing or bad manifest fails here, before any queuing
+    man = _read_build(bdir)  # a missing or bad manifest fails here, before any queuing
+    build_id = man["build_id"]
     try:
         wh.migrate()
-        _record_build(wh, bdir)
+        _record_build(wh, bdir, man)
     except WarehouseLocked as e:
         entry = pending_dir(wh.path) / f"{BUILD_PREFIX}{build_id}.json"
         atomic_write_json(entry, {"kind": "wiki_build", "build_id": build_id, "build_dir": str(bdir),
@@ -95,11 +96,11 @@ def _read_build(bdir: Path) -> dict[str, Any]:
     return man
 
 
-def _record_build(wh: Warehouse, bdir: Path) -> None:
+def _record_build(wh: Warehouse, bdir: Path, man: dict[str, Any] | None = None) -> None:
     from .wiki.build import record_in_warehouse  # only wiki builds need it; the run path stays light
 
     with wh.transaction() as con:
-        record_in_warehouse(con, _read_build(bdir), bdir)
+        record_in_warehouse(con, man if man is not None else _read_build(bdir), bdir)
 
 
 def _land_queued_builds(wh: Warehouse, warn: Callable[[str], None]) -> list[str]:

@@ -139,8 +139,12 @@ def extract_events(docs: Mapping[str, Sequence[str]], parse: Parser, *, dataset:
     st = stats if stats is not None else {}
     for k in ("documents", "sentences", "events", "documents_without_events"):
         st.setdefault(k, 0)
+    from tqdm import tqdm
+
     counts: Counter = Counter()
     ids = list(docs)
+    # parsing is the long step (minutes for 100k sentences): a bar on a terminal, as the ingest shows
+    bar = tqdm(total=len(ids), desc="extract events", unit=" docs", disable=None, leave=False)
     for b0 in range(0, len(ids), batch_docs):
         chunk = ids[b0:b0 + batch_docs]
         flat = [(d, s) for d in chunk for s in docs[d]]
@@ -162,6 +166,8 @@ def extract_events(docs: Mapping[str, Sequence[str]], parse: Parser, *, dataset:
             st["documents"] += 1
             st["events"] += len(evs)
             count_pairs(counts, [e for e, _ in evs])
+        bar.update(len(chunk))
+    bar.close()
     yield from cooccurrence_rows(dataset, counts)
     st["cooccurring_pairs"] = len(counts)
 
