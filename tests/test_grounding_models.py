@@ -41,6 +41,8 @@ def test_tune_threshold_picks_the_best_strict_accuracy():
     assert tau == 0.5 and vals["strict_acc"] == 1.0  # 0.5 keeps {1, 2} and {4}
     tau, vals = tune_threshold(scores, cands, [[1], [4]], grid=[0.1, 0.5, 0.7])
     assert tau == 0.7 and vals["strict_acc"] == 1.0
+    with pytest.raises(TypeError, match="swapped"):
+        tune_threshold(cands, scores, [[1], [4]])  # the ids passed as scores
 
 
 TOPK = np.array([[1, 0, 4, 5], [1, 0, 2, 5], [2, 4, 0, 5], [3, 1, 5, 4], [3, 5, 2, 4]])

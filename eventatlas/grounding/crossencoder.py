@@ -107,9 +107,15 @@ def score_pairs(model: CrossEncoder, pairs: Sequence[Sequence[ModelInput]], *, d
 
 def tune_threshold(scores: np.ndarray, cands: np.ndarray, golds: Sequence[Sequence[int]],
                    grid: Sequence[float] | None = None) -> tuple[float, dict[str, float]]:
-    """tau_c maximising strict accuracy (then micro-F1) of the thresholded sets on these (dev) mentions."""
+    """tau_c maximising strict accuracy (then micro-F1) of the thresholded sets on these (dev) mentions:
+    ``scores`` (M, k) in [0, 1], ``cands`` (M, k) the candidate ids they score."""
     from .. import metrics as M
 
+    scores, cands = np.asarray(scores), np.asarray(cands)
+    if scores.shape != cands.shape:
+        raise ValueError(f"scores {scores.shape} and candidate ids {cands.shape} differ in shape")
+    if not np.issubdtype(cands.dtype, np.integer):  # a swapped call once tuned tau_c on ids as scores
+        raise TypeError(f"candidate ids must be integers, got {cands.dtype} (scores and ids swapped?)")
     grid = list(grid) if grid is not None else [round(x, 2) for x in np.arange(0.05, 0.96, 0.05)]
     best, best_key, best_vals = grid[0], (-1.0, -1.0), {}
     gs = [set(g) for g in golds]

@@ -332,7 +332,11 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
         sc = X.score_pairs(model, p, device=device)
         info[f"{s}_inference_pairs_per_s"] = round(sum(len(x) for x in p) / max(time.perf_counter() - t0, 1e-9), 2)
         scored[s] = (np.array(lists), sc)
-    tau, dev_vals = X.tune_threshold(*scored["dev"], gd.splits["dev"].golds) if "dev" in scored else (0.5, {})
+    if "dev" in scored:
+        lists, sc = scored["dev"]
+        tau, dev_vals = X.tune_threshold(sc, lists, gd.splits["dev"].golds)
+    else:
+        tau, dev_vals = 0.5, {}
     info["tau_c"], info["dev_at_tau"] = tau, dev_vals
     for s, (lists, sc) in scored.items():
         order = np.argsort(-sc, axis=1, kind="stable")
