@@ -86,6 +86,14 @@ def test_dot_product_retrieval_is_not_cosine():
     assert ids.tolist() == [[1, 0]] and scores[0].tolist() == pytest.approx([10.2, 1.0])  # cosine would rank 0 first
 
 
+def test_retrieval_among_a_subset_returns_pool_indices():
+    from eventatlas.grounding.biencoder import retrieve
+
+    cands = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.5, 0.5]], dtype=np.float32)
+    ids, scores = retrieve(np.array([[1.0, 0.0]], dtype=np.float32), cands, 2, among=[2, 3])
+    assert ids.tolist() == [[3, 2]] and scores[0].tolist() == pytest.approx([0.5, 0.0])  # 0 and 1 are not searched
+
+
 @pytest.fixture(scope="module")
 def sample_world(tmp_path_factory):
     from eventatlas.config import samples_dir
@@ -272,6 +280,15 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     cfg = spec.validate({"model_id": str(model), "variants": ["baseline", "multilabel"], "device": "cpu", "ks": [1, 2],
                          "score": "cosine", "negatives": 3, "multilabel_loss": "msoftmax", "cross_encoder": True,
                          "cross_k": 3, "train": {"epochs": 1, "batch_size": 4}})
+    from eventatlas.grounding import crossencoder as X
+
+    forced_lists = []  # the cross-encoder's training lists, before gold forcing
+
+    def spy(ranked, golds):
+        forced_lists.append(list(ranked))
+        return force_golds(ranked, golds)
+
+    monkeypatch.setattr(X, "force_golds", spy)
     res = spec.runner()(root / "fng", root / "run_msm", seed=0, config=cfg)
     rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}
     assert {v for v, _, _ in rows} >= {"baseline", "multilabel+msoftmax"} and ("multilabel", "dev", "recall@1") not in rows
@@ -295,3 +312,7 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     assert r3[res.params["best_on_dev"]] == max(r3.values())
     assert res.params["cross"]["bi_encoder"] == res.params["best_on_dev"]
     assert (f"cross:{res.params['best_on_dev']}", "test", "strict_acc") in rows
+    # zero-shot: no event of an evaluation split in the cross-encoder's training lists, not even as a negative
+    gd_all = load(root / "fng", splits=("train", "dev", "test"))
+    eval_events = gd_all.events_of("dev") | gd_all.events_of("test")
+    assert forced_lists and eval_events and not eval_events & {c for r in forced_lists for c in r}

@@ -248,10 +248,16 @@ def embed_items(encoder, items: Sequence[ModelInput], *, device: str, precision:
     return Encoder(module=encoder, device=device, precision=precision, batch_size=batch_size, progress=False).run(items, pool)
 
 
-def retrieve(mention_vecs: np.ndarray, cand_vecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k candidate indices and dot scores per mention (faiss inner product)."""
+def retrieve(mention_vecs: np.ndarray, cand_vecs: np.ndarray, k: int,
+             among: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k candidate indices and dot scores per mention (faiss inner product); ``among`` restricts the
+    search to those candidate indices (the indices returned are still the pool's)."""
     from ..evaluation.retrieval import rank
 
+    if among is not None:
+        among = np.asarray(among, dtype=np.int64)
+        ids, scores = retrieve(mention_vecs, cand_vecs[among], min(k, len(among)))
+        return among[ids], scores
     ids, scores = [], []
     for _, i, s in rank(mention_vecs, cand_vecs, k=k, normalize=False):
         ids.append(i)

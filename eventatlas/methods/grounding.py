@@ -299,9 +299,13 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
     tops: dict[str, np.ndarray] = {}
     sub_tr = type(tr)(*[[getattr(tr, f)[i] for i in pick] for f in ("ids", "sentences", "starts", "ends", "golds")])
     splits = {"train": sub_tr, **{s: gd.splits[s] for s in evals}}
+    # zero-shot: the training lists are retrieved among the candidates outside every evaluation split's events.
+    # Met in training only as negatives, those events would be learned as never right and ranked last at
+    # evaluation, where they are the golds (the bi-encoder's pool negatives obey the same rule)
+    allowed = gd.outside_eval()
     for s, ms in splits.items():
         mv = _vectors(bi, B.mention_inputs(bi, ms), cfg, device, pool=cfg.mention_pool)
-        tops[s], _ = B.retrieve(mv, cv, k)
+        tops[s], _ = B.retrieve(mv, cv, k, among=allowed if s == "train" else None)
     del bi
     enc = MentionEncoder(out_dir / chosen / "model", max_length=cfg.cross_max_length)  # the pair's length
     c_items = B.candidate_inputs(enc, gd)
