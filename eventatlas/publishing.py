@@ -96,11 +96,11 @@ def _read_build(bdir: Path) -> dict[str, Any]:
     return man
 
 
-def _record_build(wh: Warehouse, bdir: Path, man: dict[str, Any] | None = None) -> None:
+def _record_build(wh: Warehouse, bdir: Path, man: dict[str, Any]) -> None:
     from .wiki.build import record_in_warehouse  # only wiki builds need it; the run path stays light
 
     with wh.transaction() as con:
-        record_in_warehouse(con, man if man is not None else _read_build(bdir), bdir)
+        record_in_warehouse(con, man, bdir)
 
 
 def _land_queued_builds(wh: Warehouse, warn: Callable[[str], None]) -> list[str]:
@@ -114,7 +114,7 @@ def _land_queued_builds(wh: Warehouse, warn: Callable[[str], None]) -> list[str]
             _set_aside(entry, f"unreadable queue entry: {err}", warn)
             continue
         try:
-            _record_build(wh, bdir)
+            _record_build(wh, bdir, _read_build(bdir))
         except WarehouseLocked:
             break
         except (RecordError, WarehouseError, OSError) as err:

@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=300, help="mentions sampled from the split")
     a = ap.parse_args()
     run = a.run_dir
+    if not (run / "grounding.json").is_file():
+        raise SystemExit(f"{run}: not a grounding run directory (no grounding.json)")
     g = json.loads((run / "grounding.json").read_text())
     if "cross" not in g:
         raise SystemExit(f"{run}: no cross-encoder in this run (trained without cross_encoder: true)")
@@ -47,9 +49,8 @@ def main() -> None:
     mv = _vectors(bi, B.mention_inputs(bi, ms), cfg, "cpu", pool=cfg.mention_pool)
     tops, _ = B.retrieve(mv, np.load(run / chosen / "candidate_vectors.npy"), min(cfg.cross_k, len(gd.type_ids)))
     enc = MentionEncoder(run / "cross" / "model", max_length=cfg.cross_max_length)
-    c_items = B.candidate_inputs(enc, gd)
-    m_items = B.mention_inputs(enc, ms, budget=min(cfg.cross_mention_length, enc.max_length // 2) - 2)
-    pairs = [[X.pair_input(m_items[i], c_items[c], enc.max_length) for c in row] for i, row in enumerate(tops.tolist())]
+    # the pairs exactly as the run built them
+    pairs = X.mention_pairs(enc, ms, tops.tolist(), B.candidate_inputs(enc, gd), cfg.cross_mention_length)
     model = X.CrossEncoder(enc)
     model.head.load_state_dict(torch.load(run / "cross" / "head.pt"))
     sc = X.score_pairs(model, pairs, device="cpu")

@@ -48,6 +48,17 @@ def pair_input(mention: ModelInput, candidate: ModelInput, max_length: int) -> M
     return ModelInput(list(mention.ids) + list(cand), [0], [])
 
 
+def mention_pairs(encoder, mentions, lists: Sequence[Sequence[int]], c_items: Sequence[ModelInput],
+                  mention_length: int) -> list[list[ModelInput]]:
+    """Each mention's pair inputs over its candidate list: the marked mention windowed to ``mention_length``
+    pieces (at most half of the encoder's pair length), each candidate's input after it (:func:`pair_input`)."""
+    from .biencoder import mention_inputs
+
+    m_items = mention_inputs(encoder, mentions, budget=min(mention_length, encoder.max_length // 2) - 2)
+    return [[pair_input(m_items[i], c_items[c], encoder.max_length) for c in cands]
+            for i, cands in enumerate(lists)]
+
+
 class CrossEncoder(nn.Module):
     def __init__(self, encoder):
         super().__init__()

@@ -309,18 +309,13 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
     del bi
     enc = MentionEncoder(out_dir / chosen / "model", max_length=cfg.cross_max_length)  # the pair's length
     c_items = B.candidate_inputs(enc, gd)
-    m_budget = min(cfg.cross_mention_length, enc.max_length // 2) - 2  # the mention side of a pair
 
     def pairs(split, forced):
         ms = splits[split]
-        m_items = B.mention_inputs(enc, ms, budget=m_budget)
-        out, lab, lists = [], [], []
-        for i, row in enumerate(tops[split]):
-            cands = X.force_golds(row.tolist(), ms.golds[i]) if forced else row.tolist()
-            lists.append(cands)
-            out.append([X.pair_input(m_items[i], c_items[c], enc.max_length) for c in cands])
-            lab.append([1.0 if c in ms.golds[i] else 0.0 for c in cands])
-        return out, lab, lists
+        lists = [X.force_golds(row.tolist(), ms.golds[i]) if forced else row.tolist()
+                 for i, row in enumerate(tops[split])]
+        lab = [[1.0 if c in ms.golds[i] else 0.0 for c in cands] for i, cands in enumerate(lists)]
+        return X.mention_pairs(enc, ms, lists, c_items, cfg.cross_mention_length), lab, lists
 
     p_tr, y_tr, _ = pairs("train", True)
     model = X.CrossEncoder(enc)
