@@ -108,6 +108,19 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
         # another process's takeover locked the fresh, empty directory first: it is theirs; make another
 
 
+def _save_model(run_dir: Path, record: dict[str, Any], metrics: list[dict[str, Any]]) -> None:
+    """Complete and move into place the model the method collected (``model.partial``), and point
+    the record at it (publish lands it in the ``models`` table)."""
+    from .modeling.saved import finalize
+
+    entry = finalize(run_dir, record["run"], metrics)
+    if entry is not None:
+        record["model"] = entry
+        record["artifacts"].append({"kind": "model", "path": entry["path"], "rows": None, "sha256": None})
+        log.info("saved model run:%s (%.1f MB) in %s", record["run"]["run_id"], entry["size_bytes"] / 1e6,
+                 entry["path"])
+
+
 def _concat(paths: list[str], target: Path) -> str | None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -201,6 +214,9 @@ def _run_in(run_id: str, spec: Any, ddir: Path, method: str, dataset: str, seed:
     try:
         result = spec.runner()(ddir, run_dir, seed=seed, config=cfg, **({"resume": True} if resume else {}))
         record["artifacts"] = list(result.artifacts)
+        if spec.trains:  # rows of a trained model scored on its own data
+            for r in result.metrics:
+                r.setdefault("trained_on", dataset)
         table = write_metrics(record, result.metrics, run_dir)
         record["artifacts"] += _metric_bars(result.metrics, run_dir, f"{method} on {dataset}, seed {seed}")
         record["train_steps_path"] = _concat(result.train_steps, run_dir / "train_steps.parquet")
@@ -208,6 +224,8 @@ def _run_in(run_id: str, spec: Any, ddir: Path, method: str, dataset: str, seed:
         record["run"]["params"] = {**record["run"]["params"], **result.params}
         record["run"]["device"] = result.device or cfg.device
         finish_record(record, "completed")
+        if _is_main():
+            _save_model(run_dir, record, result.metrics)
         log.info("%s on %s (seed %d): %d metric rows", method, dataset, seed, table.num_rows)
     except NotApplicable as e:
         finish_record(record, "skipped", f"not applicable: {e}")

@@ -36,7 +36,7 @@ MIGRATIONS_DIR = config.REPO_ROOT / "warehouse" / "migrations"
 _MIGRATION_RE = re.compile(r"^(\d{3})_[A-Za-z0-9_\-]+\.sql$")
 DEFAULT_LOCK_TIMEOUT = 30.0
 
-# run_id + eventatlas.evaluation.base.METRIC_KEYS, in the warehouse's column order
+# run_id + eventatlas.evaluation.base.METRIC_KEYS + trained_on, in the warehouse's column order
 METRICS_SCHEMA = pa.schema(
     [
         pa.field("run_id", pa.string()),
@@ -51,6 +51,9 @@ METRICS_SCHEMA = pa.schema(
         pa.field("metric", pa.string()),
         pa.field("value", pa.float64()),
         pa.field("seed", pa.int32()),
+        # where the scored model was trained (migration 007): NULL for the untuned baseline, the row's
+        # own dataset for a run scored on its data, another one for a cross-dataset cell
+        pa.field("trained_on", pa.string()),
     ]
 )
 # What a trainer writes to runs/<run_id>/train_steps.parquet and train_evals.parquet (the
@@ -64,6 +67,8 @@ RUN_FIELDS = (
     "seed", "started_at", "finished_at", "status", "device", "error",
 )
 ARTIFACT_FIELDS = ("run_id", "kind", "path", "rows", "sha256")
+MODEL_FIELDS = ("run_id", "method", "trained_on", "path", "size_bytes", "parts", "representation", "precision",
+                "base_model", "code_version", "created_at")
 
 # One DuckDB database instance per file per process: a read-only and a read-write
 # handle on the same file cannot coexist in one process, so serialise them.
@@ -274,11 +279,12 @@ class Warehouse:
     # -- writes ------------------------------------------------------------------------
     def publish(self, run: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = (),
                 artifacts: Iterable[Mapping[str, Any]] = (), *, train_steps: TrainLog = None,
-                train_evals: TrainLog = None) -> str:
+                train_evals: TrainLog = None, model: Mapping[str, Any] | None = None) -> str:
         """Write one run with its metrics, artifacts and training logs in a single transaction.
 
         ``train_steps`` / ``train_evals``: an Arrow table, a Parquet path or a list of dicts with
-        the columns of :data:`TRAIN_STEPS_SCHEMA` / :data:`TRAIN_EVALS_SCHEMA`. Re-publishing a
+        the columns of :data:`TRAIN_STEPS_SCHEMA` / :data:`TRAIN_EVALS_SCHEMA`. ``model``: the saved
+        model's row (:data:`MODEL_FIELDS`, :func:`eventatlas.modeling.saved.model_entry`). Re-publishing a
         run_id replaces its rows in every table (so a retried publish is harmless); everything
         is validated before the transaction opens.
         """
@@ -295,8 +301,13 @@ class Warehouse:
                 for a in artifacts]
         logs = {"train_steps": train_log_table(train_steps, TRAIN_STEPS_SCHEMA, "train_steps", run_id),
                 "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id)}
+        model_row = None
+        if model:
+            if model.get("run_id") not in (None, run_id):
+                raise WarehouseError(f"publish: run {run_id}'s model entry names run {model.get('run_id')!r}")
+            model_row = [run_id if f == "run_id" else model.get(f) for f in MODEL_FIELDS]
         with self.transaction() as con:
-            for t in ("metrics", "artifacts", "train_steps", "train_evals", "runs"):
+            for t in ("metrics", "artifacts", "train_steps", "train_evals", "models", "runs"):
                 con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
             con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
                         run_row)
@@ -307,6 +318,9 @@ class Warehouse:
             for name, table in logs.items():
                 if table is not None:
                     _insert_arrow(con, name, table)
+            if model_row is not None:
+                con.execute(f"INSERT INTO models ({', '.join(MODEL_FIELDS)}) VALUES ({', '.join('?' * len(MODEL_FIELDS))})",
+                            model_row)
         return run_id
 
     # Contract helpers (each its own short transaction) for callers that build a run step by step.

@@ -7,20 +7,23 @@
 -- configuration replaces, not adds. NULLs partition together (e.g. every setting-less row).
 CREATE OR REPLACE VIEW latest_metrics AS
 SELECT m.run_id, m.task, m.dataset, m.split, m.setting, m.method, m.representation, m.clustering,
-       m.variant, m.metric, m.value, m.seed, r.finished_at, r.code_version
+       m.variant, m.metric, m.value, m.seed, r.finished_at, r.code_version, m.trained_on
 FROM metrics m
 JOIN runs r USING (run_id)
 WHERE r.status = 'completed'
 QUALIFY row_number() OVER (
     PARTITION BY m.task, m.dataset, m.split, m.setting, m.method, m.representation, m.clustering,
-                 m.variant, m.metric, m.seed
+                 m.variant, m.metric, m.seed, m.trained_on
     ORDER BY r.finished_at DESC NULLS LAST, m.run_id DESC
 ) = 1;
 
 -- One row per configuration x metric: best value over seeds (min for lower-is-better
 -- metrics, see metric_direction), mean, sample std, n_seeds.
+-- trained_on (migration 007) keeps a model scored on another dataset apart from the same method
+-- trained on the scored data.
 CREATE OR REPLACE VIEW leaderboard AS
-SELECT l.task, l.dataset, l.split, l.setting, l.method, l.representation, l.clustering, l.variant, l.metric,
+SELECT l.task, l.dataset, l.split, l.setting, l.method, l.trained_on, l.representation, l.clustering, l.variant,
+       l.metric,
        CASE WHEN coalesce(d.higher_is_better, true) THEN max(l.value) ELSE min(l.value) END AS best,
        avg(l.value)          AS mean,
        stddev_samp(l.value)  AS std,
@@ -28,8 +31,8 @@ SELECT l.task, l.dataset, l.split, l.setting, l.method, l.representation, l.clus
        max(l.finished_at)    AS last_finished_at
 FROM latest_metrics l
 LEFT JOIN metric_direction d USING (metric)
-GROUP BY l.task, l.dataset, l.split, l.setting, l.method, l.representation, l.clustering, l.variant, l.metric,
-         d.higher_is_better;
+GROUP BY l.task, l.dataset, l.split, l.setting, l.method, l.trained_on, l.representation, l.clustering, l.variant,
+         l.metric, d.higher_is_better;
 
 -- Per-step training logs with the run's method, dataset and seed, for learning curves
 -- (e.g. loss or terms['contrastive'] by step, one line per method x seed).

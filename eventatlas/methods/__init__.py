@@ -10,7 +10,7 @@ from .spec import MethodConfig, MethodSpec, ParamError
 SPECS: dict[str, MethodSpec] = {
     "untuned": MethodSpec(
         name="untuned", config="eventatlas.methods.untuned:UntunedConfig", run="eventatlas.methods.untuned:run",
-        applies_to=frozenset({"typed_mentions", "event_pairs"}), tasks=("induction", "similarity"),
+        applies_to=frozenset({"typed_mentions", "event_pairs"}), tasks=("induction", "similarity"), trains=False,
         description="frozen encoder: cluster unseen types' mentions; score event-pair similarity"),
     "batch_attention": MethodSpec(
         name="batch_attention", config="eventatlas.methods.batch_attention:BatchAttentionConfig",

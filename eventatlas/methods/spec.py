@@ -25,6 +25,8 @@ class MethodConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    save_model: bool = Field(True, description="a trained method saves its model under runs/<run_id>/model "
+                                               "(loadable as run:<run_id>); false opts out")
 
 
 class EncoderConfig(BaseModel):
@@ -46,6 +48,8 @@ class MethodSpec:
     tasks: tuple[str, ...]  # the `task` values of its metric rows
     gpu: Literal["no", "advised", "required"] = "no"
     description: str = ""
+    # trains a model (its rows get trained_on = the dataset; it saves the model unless save_model=false)
+    trains: bool = True
 
     def config_class(self) -> type[MethodConfig]:
         return _load(self.config)

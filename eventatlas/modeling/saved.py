@@ -1,0 +1,389 @@
+"""Trained models as artifacts: what a run saves, how a saved model is named, how it is loaded.
+
+A trained run leaves ``runs/<run_id>/model/``::
+
+    model_card.json    the typed card (:class:`ModelCard`): method, run id, trained-on dataset, data
+                       fingerprint, config, code version, seed, precision, headline metrics, parts, size
+    README.md          the same card for people
+    encoder/           the fine-tuned transformer: ``save_pretrained`` (safetensors) + tokenizer, plus
+                       the sentence-transformers files (mean pooling), so ``transformers.AutoModel``
+                       and ``sentence_transformers.SentenceTransformer`` load it unchanged
+    encoders/<name>/   further encoders of the same run (e.g. one per trained representation), same
+                       layout; ``run:<run_id>@<name>`` names one of them
+    heads/<name>.safetensors + heads/<name>.json
+                       every other trained part (attention scorer, metric-learning head, Siamese /
+                       meta network, cross-encoder head, prototypes), tensors + a small typed config
+
+A method collects its parts with :class:`ModelWriter` (in a temporary directory); the runner
+completes the card from the run record and renames the directory into place in one step, so a
+killed run never leaves a half-written ``model/``.
+
+A saved model is named wherever an encoder is accepted by ``run:<ref>`` (:func:`resolve_ref`):
+``run:<run_id>``, a unique prefix of a run id, or ``run:<method>:<dataset>:latest``, each optionally
+followed by ``@<encoder name>``; a directory holding a ``model_card.json`` works too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MODEL_DIRNAME = "model"
+CARD_NAME = "model_card.json"
+ENCODER_DIRNAME = "encoder"
+HEADS_DIRNAME = "heads"
+REF_PREFIX = "run:"
+FORMAT_VERSION = 1
+_HEADLINE_MAX = 24  # metric cells kept on a card (the warehouse holds all of them)
+
+
+class ModelError(ValueError):
+    """A saved model that cannot be found, loaded or used; the message is one line."""
+
+
+class HeadSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str  # e.g. "attention_scorer", "siamese", "cross_encoder_head", "prototypes"
+    file: str  # relative to the model directory
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCard(BaseModel):
+    """What ``model_card.json`` holds. Parts are relative paths inside the model directory."""
+
+    model_config = ConfigDict(extra="forbid")
+    format_version: int = FORMAT_VERSION
+    method: str
+    run_id: Optional[str] = None
+    trained_on: Optional[str] = None
+    data_fingerprint: Optional[str] = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    code_version: Optional[str] = None
+    seed: Optional[int] = None
+    precision: Optional[str] = None
+    base_model: Optional[str] = None
+    representation: Optional[str] = None  # the mention representation the encoder is used with
+    epoch: Optional[int] = None  # the chosen epoch, where the method selects one
+    encoder: Optional[str] = None  # the default encoder's name (a key of ``encoders``)
+    encoders: dict[str, str] = Field(default_factory=dict)  # name -> directory inside the model
+    heads: dict[str, HeadSpec] = Field(default_factory=dict)
+    inference: dict[str, Any] = Field(default_factory=dict)  # what applying the model needs beyond the parts
+    metrics: dict[str, float] = Field(default_factory=dict)  # headline cells of the run
+    size_bytes: int = 0  # every file of the model but this card
+    created_at: Optional[str] = None
+
+
+def _dir_size(d: Path) -> int:
+    """Bytes of a model's parts (the card itself, which records this number, left out)."""
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and p.name != CARD_NAME)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from ..io import atomic_write_json
+
+    atomic_write_json(path, obj)
+
+
+# ----------------------------------------------------------------------------- writing
+class ModelWriter:
+    """Collects one run's trained parts in ``<run_dir>/model.partial/``; :func:`finalize` (the runner)
+    completes the card and renames the directory to ``model/``.
+
+    >>> w = ModelWriter(run_dir, method="frame_dml")
+    >>> w.encoder(mention_encoder)                       # HF + sentence-transformers layout
+    >>> w.head("proxies", {"weight": W}, kind="arcface", config={"margin": 0.5})
+    >>> w.close(representation="trigger", epoch=3)       # the method's part of the card
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, *, method: str):
+        self.run_dir = Path(run_dir)
+        self.dir = self.run_dir / (MODEL_DIRNAME + ".partial")
+        if self.dir.exists():  # a previous attempt of this run died while saving
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True)
+        self.card = ModelCard(method=method)
+
+    def encoder(self, module: Any, *, name: str = "encoder", default: bool | None = None,
+                base_model: str | None = None) -> Path:
+        """Save a :class:`eventatlas.modeling.MentionEncoder` (or anything with ``.model`` and
+        ``.tokenizer``): safetensors weights, tokenizer, sentence-transformers files. The first encoder
+        saved is the default one (``run:<id>``) unless ``default`` says otherwise."""
+        _check_part_name(name)
+        rel = ENCODER_DIRNAME if name == "encoder" else f"{ENCODER_DIRNAME}s/{name}"
+        d = self.dir / rel
+        d.mkdir(parents=True, exist_ok=True)
+        model = getattr(module, "model", module)
+        model.save_pretrained(d, safe_serialization=True)
+        module.tokenizer.save_pretrained(d)
+        hidden = int(model.config.hidden_size)
+        max_len = int(getattr(module, "max_length", 256))
+        write_sentence_transformers_files(d, hidden, max_len)
+        self.card.encoders[name] = rel
+        if default or (default is None and self.card.encoder is None):
+            self.card.encoder = name
+        self.card.base_model = base_model if base_model is not None else getattr(module, "model_id", None)
+        if self.card.base_model is not None:
+            self.card.base_model = str(self.card.base_model)
+        return d
+
+    def head(self, name: str, tensors: Mapping[str, Any], *, kind: str, config: Mapping[str, Any] | None = None) -> Path:
+        """Save one trained part: a state dict (or any name -> tensor/array map) as safetensors, its
+        config beside it."""
+        import numpy as np
+        import torch
+        from safetensors.torch import save_file
+
+        _check_part_name(name)
+        flat = {}
+        for k, v in tensors.items():
+            t = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+            flat[k] = t.detach().to("cpu").contiguous().clone()  # shared storage is refused by safetensors
+        d = self.dir / HEADS_DIRNAME
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{name}.safetensors"
+        save_file(flat, str(path))
+        cfg = dict(config or {})
+        _write_json(d / f"{name}.json", {"kind": kind, "config": cfg})
+        self.card.heads[name] = HeadSpec(kind=kind, file=f"{HEADS_DIRNAME}/{name}.safetensors", config=cfg)
+        return path
+
+    def close(self, **card_fields: Any) -> Path:
+        """The method's part of the card (representation, epoch, inference, ...); written now so the
+        partial directory is self-describing, completed by :func:`finalize`."""
+        # validated here, not at load: an unknown field or a wrong type fails the run that wrote it
+        self.card = ModelCard.model_validate({**self.card.model_dump(), **card_fields})
+        _write_json(self.dir / CARD_NAME, self.card.model_dump(mode="json"))
+        return self.dir
+
+
+def _check_part_name(name: str) -> None:
+    if not name or not all(c.isalnum() or c in "_-." for c in name) or name.startswith("."):
+        raise ModelError(f"model part name {name!r}: letters, digits, '_', '-', '.' only")
+
+
+def write_sentence_transformers_files(d: Path, hidden: int, max_seq_length: int) -> None:
+    """The three small files that make a Hugging Face directory a sentence-transformers model with
+    mean pooling (eventatlas's ``sentence`` representation). Written directly rather than through
+    ``SentenceTransformer.save`` so saving does not load the weights a second time; the layout is
+    checked by loading with sentence-transformers in the tests."""
+    _write_json(d / "modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ])
+    _write_json(d / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    (d / "1_Pooling").mkdir(exist_ok=True)
+    _write_json(d / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": hidden, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True})
+
+
+def headline_metrics(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+    """The card's metric cells: test rows where there are any (else all), labelled
+    ``task/split/representation/clustering/variant/metric``, first ``_HEADLINE_MAX`` in row order."""
+    test = [r for r in rows if r.get("split") == "test"]
+    out: dict[str, float] = {}
+    for r in test or rows:
+        if r.get("value") is None:
+            continue
+        key = "/".join(str(r.get(k)) for k in ("task", "split", "representation", "clustering", "variant", "metric")
+                       if r.get(k) not in (None, ""))
+        out.setdefault(key, float(r["value"]))
+        if len(out) >= _HEADLINE_MAX:
+            break
+    return out
+
+
+def finalize(run_dir: str | os.PathLike, run: Mapping[str, Any], metrics: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Complete the card of ``<run_dir>/model.partial`` from the finished run record and rename it to
+    ``model/`` (replacing an earlier one of the same run). Returns the record's ``model`` entry
+    (path, size_bytes, run_id, ...) or None when the method saved nothing."""
+    from ..io import atomic_write_text
+
+    run_dir = Path(run_dir)
+    part = run_dir / (MODEL_DIRNAME + ".partial")
+    if not (part / CARD_NAME).is_file():
+        if part.exists():
+            shutil.rmtree(part)
+        return None
+    card = ModelCard.model_validate(json.loads((part / CARD_NAME).read_text(encoding="utf-8")))
+    fps = run.get("data_fingerprints") or {}
+    trained_on = next(iter(fps), None) if len(fps) == 1 else (run.get("params") or {}).get("dataset")
+    params = run.get("params") or {}
+    card = card.model_copy(update={
+        "run_id": run["run_id"], "trained_on": trained_on, "data_fingerprint": fps.get(trained_on),
+        "config": params.get("config", params), "code_version": run.get("code_version"), "seed": run.get("seed"),
+        "precision": card.precision or params.get("precision") or (params.get("config") or {}).get("precision"),
+        "metrics": headline_metrics(list(metrics)),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    _write_json(part / CARD_NAME, card.model_dump(mode="json"))
+    atomic_write_text(part / "README.md", card_markdown(card))
+    card = card.model_copy(update={"size_bytes": _dir_size(part)})
+    _write_json(part / CARD_NAME, card.model_dump(mode="json"))
+    final = run_dir / MODEL_DIRNAME
+    if final.exists():
+        old = run_dir / (MODEL_DIRNAME + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        part.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        part.rename(final)  # one rename: a kill leaves model.partial (retried) or model/, never half
+    return model_entry(card, final)
+
+
+def model_entry(card: ModelCard, path: Path) -> dict[str, Any]:
+    """The run record's / warehouse ``models`` row for a saved model."""
+    return {"run_id": card.run_id, "method": card.method, "trained_on": card.trained_on, "path": str(path),
+            "size_bytes": card.size_bytes, "parts": sorted(list(card.encoders) + list(card.heads)),
+            "representation": card.representation, "precision": card.precision, "base_model": card.base_model,
+            "code_version": card.code_version, "created_at": card.created_at}
+
+
+def card_markdown(card: ModelCard) -> str:
+    lines = [f"# {card.method} model of run {card.run_id}", "",
+             f"- trained on: {card.trained_on} (data fingerprint {card.data_fingerprint})",
+             f"- base model: {card.base_model}", f"- seed: {card.seed}, precision: {card.precision}",
+             f"- code version: {card.code_version}", f"- representation: {card.representation}"]
+    if card.epoch is not None:
+        lines.append(f"- chosen epoch: {card.epoch}")
+    lines += ["", "## Parts", ""]
+    for name, rel in card.encoders.items():
+        star = " (default)" if name == card.encoder else ""
+        lines.append(f"- `{rel}/`: encoder {name!r}{star} (Hugging Face + sentence-transformers layout)")
+    lines += [f"- `{h.file}`: {h.kind}" for h in card.heads.values()]
+    if card.metrics:
+        lines += ["", "## Headline metrics", "", "| cell | value |", "| --- | --- |"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in card.metrics.items()]
+    lines += ["", "## Use", "", f"Any eventatlas option that takes an encoder accepts `run:{card.run_id}`; "
+              "the `encoder/` folder loads with `transformers.AutoModel.from_pretrained` and "
+              "`sentence_transformers.SentenceTransformer`.", ""]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- naming and loading
+@dataclass(frozen=True)
+class SavedModel:
+    """A saved model on disk: its card and where its parts are."""
+
+    path: Path
+    card: ModelCard
+    selected: Optional[str] = None  # the encoder named by ``@name`` in the reference
+
+    @property
+    def ref(self) -> str:
+        at = f"@{self.selected}" if self.selected and self.selected != self.card.encoder else ""
+        return f"{REF_PREFIX}{self.card.run_id}{at}"
+
+    @property
+    def encoder_path(self) -> Path:
+        name = self.selected or self.card.encoder
+        if not name:
+            raise ModelError(f"{self.ref}: the {self.card.method} model saved no encoder (parts: "
+                             f"{', '.join(self.card.heads) or 'none'})")
+        if name not in self.card.encoders:
+            raise ModelError(f"{self.ref}: no encoder {name!r} (saved: {', '.join(self.card.encoders)})")
+        return self.path / self.card.encoders[name]
+
+    def head(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(tensors, config) of one saved head."""
+        from safetensors.torch import load_file
+
+        spec = self.card.heads.get(name)
+        if spec is None:
+            raise ModelError(f"{self.ref}: no head {name!r} (saved: {', '.join(self.card.heads) or 'none'})")
+        return load_file(str(self.path / spec.file)), dict(spec.config)
+
+
+def is_ref(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(REF_PREFIX)
+
+
+def read_model(path: str | os.PathLike) -> SavedModel:
+    """The saved model in directory ``path`` (refused in one line when it is not one)."""
+    p = Path(path)
+    card_path = p / CARD_NAME
+    try:
+        raw = json.loads(card_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"{p}: not a saved model (no {CARD_NAME})") from None
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{card_path}: unreadable model card ({e})") from None
+    if not isinstance(raw, dict) or raw.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+        raise ModelError(f"{card_path}: model card format {raw.get('format_version') if isinstance(raw, dict) else '?'} "
+                         f"is newer than this eventatlas reads ({FORMAT_VERSION})")
+    try:
+        card = ModelCard.model_validate(raw)
+    except Exception as e:  # pydantic's message is multi-line: keep the first error
+        first = str(e).splitlines()
+        raise ModelError(f"{card_path}: invalid model card ({' '.join(first[:3])})") from None
+    return SavedModel(p, card)
+
+
+def saved_models(runs_dir: str | os.PathLike | None = None) -> list[SavedModel]:
+    """Every saved model under the runs directory, newest first (unreadable cards skipped)."""
+    from .. import config
+
+    root = Path(runs_dir) if runs_dir is not None else config.runs_dir()
+    out = []
+    for card in root.glob(f"*/{MODEL_DIRNAME}/{CARD_NAME}"):
+        try:
+            out.append(read_model(card.parent))
+        except ModelError:
+            continue
+    return sorted(out, key=lambda m: (m.card.created_at or "", m.card.run_id or ""), reverse=True)
+
+
+def resolve_ref(ref: str | os.PathLike, runs_dir: str | os.PathLike | None = None) -> SavedModel:
+    """``run:<run_id>`` | ``run:<unique prefix>`` | ``run:<method>:<dataset>:latest`` | a model directory
+    -> the saved model; anything absent, ambiguous or unreadable is refused in one line."""
+    from .. import config
+
+    s = str(ref)
+    if not s.startswith(REF_PREFIX):
+        p = Path(s)
+        if (p / CARD_NAME).is_file():
+            return read_model(p)
+        if (p / MODEL_DIRNAME / CARD_NAME).is_file():
+            return read_model(p / MODEL_DIRNAME)
+        raise ModelError(f"{s}: not a saved model (use run:<run id>, or a directory with {CARD_NAME})")
+    key = s[len(REF_PREFIX):].strip()
+    key, _, enc = key.partition("@")
+    found = _find(s, key, Path(runs_dir) if runs_dir is not None else config.runs_dir())
+    if enc:
+        found = SavedModel(found.path, found.card, enc)
+        found.encoder_path  # noqa: B018  (refuses an unknown encoder name now, in one line)
+    return found
+
+
+def _find(s: str, key: str, root: Path) -> SavedModel:
+    if not key:
+        raise ModelError(f"{s}: empty run reference (run:<run id> | run:<method>:<dataset>:latest)")
+    if key.count(":") == 2 and key.endswith(":latest"):
+        method, dataset, _ = key.split(":")
+        found = [m for m in saved_models(root) if m.card.method == method and m.card.trained_on == dataset]
+        if not found:
+            raise ModelError(f"{s}: no saved {method} model trained on {dataset!r} under {root} "
+                             "(`eventatlas models` lists the saved models)")
+        return found[0]
+    if "/" in key or key.startswith("."):
+        raise ModelError(f"{s}: a run id has no path separators")
+    exact = root / key / MODEL_DIRNAME
+    if (exact / CARD_NAME).is_file():
+        return read_model(exact)
+    if (root / key).is_dir():
+        raise ModelError(f"{s}: run {key} saved no model (it may predate saved models, have been run with "
+                         "save_model=false, or be of a method that trains nothing)")
+    cands = sorted(p.parent for p in root.glob(f"{key}*/{MODEL_DIRNAME}/{CARD_NAME}"))
+    if not cands:
+        raise ModelError(f"{s}: no saved model of a run {key!r} under {root} (`eventatlas models` lists them)")
+    if len(cands) > 1:
+        names = ", ".join(c.parent.name for c in cands[:4]) + (" ..." if len(cands) > 4 else "")
+        raise ModelError(f"{s}: ambiguous, {len(cands)} runs start with {key!r} ({names})")
+    return read_model(cands[0])
