@@ -260,8 +260,8 @@ def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
         _m("d1", "trigger", "agglomerative", "ari", 0.40, 1, method="ba", variant="attn_dot"),
         _m("d1", "trigger", None, "naming_mean_rank", 1.0, 1, method="ba", variant="perfect", task="naming")])
     lb = wh.query("SELECT * FROM leaderboard ORDER BY task, setting NULLS FIRST, variant")
-    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
-                                    "variant", "metric"]
+    assert list(lb.columns[:10]) == ["task", "dataset", "split", "setting", "method", "trained_on", "representation",
+                                     "clustering", "variant", "metric"]
     got = [(r.task, r.setting if isinstance(r.setting, str) else None, r.variant, r.best, r.n_seeds)
            for r in lb.itertuples()]
     assert got == [
@@ -272,6 +272,12 @@ def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
         ("naming", None, "perfect", 1.0, 2),  # naming_mean_rank: lower is better (migration 005)
     ]
     assert lb.iloc[0]["mean"] == pytest.approx(0.45)
+    # a model trained elsewhere and scored on d1 is its own cell, not another seed of the d1-trained one
+    wh.publish(_run("r2", "2026-01-01 02:00:00", method="ba", seed=2), [
+        {**_m("d1", "trigger", "agglomerative", "ari", 0.90, 2, method="ba", variant="attn_dot"), "trained_on": "d2"}])
+    lb = wh.query("SELECT trained_on, best, n_seeds FROM leaderboard WHERE variant = 'attn_dot' ORDER BY 1 NULLS FIRST")
+    assert [(r.trained_on if isinstance(r.trained_on, str) else None, r.best, r.n_seeds) for r in lb.itertuples()] \
+        == [(None, 0.50, 2), ("d2", 0.90, 1)]
 
 
 def test_map_std_is_lower_is_better(wh):

@@ -124,8 +124,10 @@ def test_migrated_views_group_by_task_and_variant(old_warehouse):
     wh = Warehouse(old_warehouse.path)
     wh.migrate()
     lb = wh.query("SELECT * FROM leaderboard")
-    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
-                                    "variant", "metric"]
+    assert list(lb.columns[:10]) == ["task", "dataset", "split", "setting", "method", "trained_on", "representation",
+                                     "clustering", "variant", "metric"]
+    # rows from before migration 007 say nothing of where a model was trained
+    assert wh.query_rows("SELECT count(*) FROM metrics WHERE trained_on IS NOT NULL")[1] == [(0,)]
     # every migrated row is its own configuration except untuned/agglomerative/ari (seeds 0 + 1) and
     # batch_attention attn_dot/agglomerative/ari (seeds 0 + 1)
     assert len(lb) == len(ROWS) - 2
