@@ -147,6 +147,8 @@ def load_meta(run: str | Path) -> MetaModel:
     or its ``run.json``. One-line :class:`MetaError` when it is missing or holds no meta model."""
     from .. import config as paths
 
+    if str(run).startswith("run:"):  # a saved model (eventatlas.modeling.saved)
+        return _load_saved(str(run))
     p = Path(run)
     if p.name == "run.json":
         p = p.parent
@@ -169,6 +171,21 @@ def load_meta(run: str | Path) -> MetaModel:
     net.eval()
     info["run_dir"] = str(p)
     return MetaModel(net, info)
+
+
+def _load_saved(ref: str) -> MetaModel:
+    from ..modeling.saved import ModelError, resolve_ref
+
+    try:
+        m = resolve_ref(ref)
+        state, info = m.head("meta")
+    except ModelError as e:
+        raise MetaError(f"meta model {ref!r}: {e}") from None
+    net = QueryNetworks(1, int(info["d_in"]), int(info["hidden"]), int(info["layers"]),
+                        residual=bool(info.get("residual", False)))
+    net.load_state_dict(state)
+    net.eval()
+    return MetaModel(net, {**info, "run_dir": str(m.path.parent)})
 
 
 def type_key(type_id: str) -> str:

@@ -115,9 +115,32 @@ def select_mentions(dataset_dir: str | Path, cfg: BatchAttentionConfig, seed: in
                            unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed)
 
 
+def save_chosen(writer, model, out: Path, rep: str, epoch: int, cfg: BatchAttentionConfig) -> None:
+    """Put the chosen epoch's weights into the saved model: the encoder (``encoders/<rep>``), the
+    clusterer's Q/K scorer (what the Attn-DotProduct / Attn-Cosine inputs need on new data) and the
+    naming head. The raw epoch file goes unless ``keep_models`` asked to keep it."""
+    import torch
+
+    pt = out / "models" / f"epoch_{epoch:02d}.pt"
+    model.load_state_dict(torch.load(pt, map_location="cpu"))
+    writer.encoder(model.encoder, name=rep)
+    cl = model.clusterer
+    writer.head(f"clusterer_{rep}", cl.state_dict(), kind="attention_scorer",
+                config={"dim": cl.d, "dropout": cfg.dropout, "share_layernorm": cl.share_layernorm,
+                        "representation": rep, "epoch": epoch})
+    if model.head is not None:
+        writer.head(f"naming_{rep}", model.head.state_dict(), kind="naming_head",
+                    config={"d_in": model.dim, "d_out": model.head.net[-1].out_features, "representation": rep})
+    writer.card.inference[rep] = {"epoch": epoch, "trigger_markers": cfg.trigger_markers,
+                                  "inputs": list(cfg.inputs), "stop_rule": cfg.stop_rule}
+    if cfg.keep_models == "none":
+        pt.unlink(missing_ok=True)
+
+
 def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *, seed: int, device: str,
-                         type_texts: dict[str, str], resume: bool = False) -> tuple[dict[str, Any], Any]:
-    """Train one representation's model; returns the summary evaluation needs and the TrainResult."""
+                         type_texts: dict[str, str], resume: bool = False, writer=None) -> tuple[dict[str, Any], Any]:
+    """Train one representation's model; returns the summary evaluation needs and the TrainResult.
+    With a :class:`eventatlas.modeling.saved.ModelWriter`, the chosen epoch's model is added to it."""
     from ..encode import Encoder
     from ..modeling import MentionEncoder
     from ..modeling.tokens import tokenize_cached
@@ -171,13 +194,17 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
     n_eval = len(sel.eval_index)
     base = cfg.stop_clusters or [len(sel.unseen_types) * m for m in (1, 2, 4)]
     counts = [c for c in base if 2 <= c <= n_eval - 1]
+    # the saved model needs the chosen epoch's weights even when no epoch file is to be kept
+    keep = "chosen" if cfg.save_model and cfg.keep_models == "none" else cfg.keep_models
     cb = SilhouetteSelection([items[i] for i in sel.eval_index], rep, out, counts, stop_key=cfg.stop_key,
-                             eval_batch_size=cfg.eval_batch_size, keep_models=cfg.keep_models)
+                             eval_batch_size=cfg.eval_batch_size, keep_models=keep)
     trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out, seed=seed, callbacks=[cb],
                       phase=rep)
     res = trainer.fit(resume=resume)
     chosen = cb.choose(cfg.stop_window)
     cb.prune_models(chosen[cfg.stop_rule], is_main=trainer.is_main)
+    if writer is not None and trainer.is_main:
+        save_chosen(writer, model, out, rep, chosen[cfg.stop_rule], cfg)
     summary = {
         "config": cfg.model_dump(mode="json"), "representation": rep, "seed": seed, "setting": sel.setting(),
         "augmentation": augmentation, "trigger_markers": cfg.trigger_markers, "pseudo_labels": pseudo_info,
@@ -223,10 +250,15 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                      "k_manifold": k_manifold, "n_clusters": cfg.n_clusters or len(sel.unseen_types),
                      "framenet_dir": str(fn_dir) if mp is not None else None, "config": cfg.model_dump(mode="json"),
                      "train": {}}
+    writer = None
+    if cfg.save_model:
+        from ..modeling.saved import ModelWriter
+
+        writer = ModelWriter(out_dir, method=NAME)
     for rep in cfg.representations:
         rdir = out_dir / rep
         summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
-                                            resume=resume)
+                                            resume=resume, writer=writer)
         result.add_training(res)
         ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
                "representation": rep}
@@ -243,6 +275,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                                                "pseudo_labels")}
         result.params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in summary["history"]]))
     atomic_write_json(out_dir / "batch_attention_params.json", result.params)
+    if writer is not None and writer.card.encoders:
+        writer.close(representation=cfg.representations[0], epoch=result.params["train"][cfg.representations[0]]
+                     ["chosen_epoch"][cfg.stop_rule],
+                     inference=dict(writer.card.inference, seen_types=sel.seen_types, k_manifold=k_manifold))
     return result
 
 

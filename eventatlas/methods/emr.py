@@ -395,6 +395,14 @@ def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: EMRConfig, ma
         dev_rec["best_epoch"] = int(np.argmax(dev_rec["curve"])) + 1 if dev_rec["curve"] else None
     for f in meta.save(out_dir):
         result.add_artifact("model/emr_meta", f)
+    if cfg.save_model:  # the meta network as a saved model too: run:<run id> names it everywhere
+        from ..modeling.saved import ModelWriter
+
+        w = ModelWriter(out_dir, method=NAME)
+        w.head("meta", meta.net.state_dict(), kind="meta_network", config=dict(meta.info))
+        w.close(representation=cfg.representation, base_model=cfg.model_id or paths.DEFAULT_MODEL,
+                inference={"ranker": "mean cosine in the meta network's output space over the frozen "
+                                     f"{cfg.representation} vectors of the base model"})
     rec = {"source": "trained", "train_types": seen, "n_train_items": len(rows), "allowed_types": allowed,
            "dev_selection": dev_rec,
            "selection": sel.record, "final_loss": res.history[-1]["loss"] if res.history else None}

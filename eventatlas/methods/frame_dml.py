@@ -224,6 +224,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     from ..framedml.training import DMLModel, DMLTask
     from ..io import write_parquet
     from ..modeling import MentionEncoder
+    from ..modeling.saved import ModelWriter
     from ..modeling.tokens import tokenize_cached
     from ..runinfo import set_seeds
     from ..training import Trainer
@@ -274,6 +275,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     folds_info: dict[str, Any] = {}
     per_fold: dict[tuple, list[dict[str, float]]] = {}
     projection_done = False
+    writer = ModelWriter(out_dir, method=NAME) if cfg.save_model else None
     for fold in cfg.folds:
         idx = plans[fold]["idx"]
         tr, dev, test = plans[fold]["train"], plans[fold]["dev"], plans[fold]["test"]
@@ -287,6 +289,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         folds_info[str(fold)] = info
         fdir = out_dir / f"fold{fold}"
         best_ft: tuple[float, str, np.ndarray] | None = None  # (dev score, loss, test v_w+m)
+        keep: dict[str, Any] | None = None  # the dev-best fine-tuned model of the fold, for the saved model
         vanilla_test = None
         for loss in cfg.losses:
             candidates, best = [], None  # best: (score, margin, tag, grid, choice, train_info, weights)
@@ -328,8 +331,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                 candidates.append((margin, grid, score))
                 if best is None or score > best[0]:  # the margin dev prefers (weights kept in memory)
                     weights = None if loss == "vanilla" else {k: v.detach().clone() for k, v in base.state_dict().items()}
-                    best = (score, margin, tag, grid, choice, train_info, weights)
-            score, margin, tag, grid, choice, train_info, weights = best
+                    head = None if loss == "vanilla" else {k: v.detach().clone()
+                                                          for k, v in model.criterion.state_dict().items()}
+                    best = (score, margin, tag, grid, choice, train_info, weights, head)
+            score, margin, tag, grid, choice, train_info, weights, head = best
             base.load_state_dict(weights if weights is not None else base_state)
             enc = base
             t1 = time.perf_counter()
@@ -376,9 +381,16 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                 vanilla_test = V_test
             elif best_ft is None or score > best_ft[0]:
                 best_ft = (score, loss, V_test)
+                if writer is not None:
+                    keep = {"weights": weights, "head": head, "loss": loss, "margin": margin, "dev": score,
+                            "alpha_one_step": choice["one_step"]["w+m"]["alpha"],
+                            "alpha_two_step": choice["two_step"]["w+m"]["alpha"]}
             log.info("frame_dml %s fold %d %s: dev one-step BCF %.4f, test one-step BCF %.4f two-step BCF %.4f",
                      man.dataset, fold, tag, score, scores[("w+m", "one_step")]["bcubed_f"],
                      scores[("w+m", "two_step")]["bcubed_f"])
+        if keep is not None:
+            _save_fold_model(writer, base, fold, keep, train_frames)
+            base.load_state_dict(base_state)
         if cfg.projection and not projection_done and vanilla_test is not None and best_ft is not None:
             p = projection_png([("vanilla", vanilla_test), (f"fine-tuned: {best_ft[1]}", best_ft[2])],
                                fm.frames[test], fdir / "projection_test.png", top=cfg.projection_frames,
@@ -397,4 +409,21 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                      "device": result.device, "selection": fm.selection, "dataset_table": table,
                      "token_cache_hit": hits, "folds": folds_info, "timings_s": timings}
     atomic_write_json(out_dir / "frame_dml_params.json", result.params)
+    if writer is not None and writer.card.encoders:
+        first = writer.card.encoder
+        writer.close(representation=cfg.train_representation,
+                     inference=dict(writer.card.inference, default=first, mix="v = alpha * word + (1 - alpha) * mask"))
     return result
+
+
+def _save_fold_model(writer, base, fold: int, keep: dict[str, Any], train_frames: list[str]) -> None:
+    """The fold's dev-best fine-tuned encoder (``encoders/fold<k>``) and its loss head (the proxies of
+    softmax / ArcFace / AdaCos: one row per training frame, named in the head's config), plus what
+    clustering new mentions needs: the dev-chosen word/mask mixing weights."""
+    base.load_state_dict(keep["weights"])
+    name = f"fold{fold}"
+    writer.encoder(base, name=name)
+    if keep["head"]:
+        writer.head(f"{name}_{keep['loss']}", keep["head"], kind=f"{keep['loss']}_head",
+                    config={"loss": keep["loss"], "margin": keep["margin"], "classes": list(train_frames)})
+    writer.card.inference[name] = {k: keep[k] for k in ("loss", "margin", "dev", "alpha_one_step", "alpha_two_step")}

@@ -241,7 +241,36 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result)
     atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
     result.add_artifact("grounding/params", out_dir / "grounding.json")
+    if cfg.save_model:
+        _save_model(cfg, gd, out_dir, chosen, result.params)
     return result
+
+
+def _save_model(cfg: GroundingConfig, gd, out_dir: Path, chosen: str, params: dict[str, Any]) -> None:
+    """The saved model: the dev-chosen bi-encoder (default encoder ``biencoder``) with its candidate
+    vectors, and the cross-encoder with its scoring head and dev-tuned threshold when one was trained."""
+    import torch
+
+    from ..modeling import MentionEncoder
+    from ..modeling.saved import ModelWriter
+
+    vdir = out_dir / chosen
+    if not (vdir / "model").exists():  # keep_models=false: the variants' weights were not kept
+        log.warning("grounding: keep_models is false, so no model is saved (the chosen bi-encoder is gone)")
+        return
+    w = ModelWriter(out_dir, method=NAME)
+    w.encoder(MentionEncoder(vdir / "model", max_length=cfg.max_length), name="biencoder", base_model=cfg.model_id)
+    w.head("candidates", {"vectors": torch.from_numpy(np.load(vdir / "candidate_vectors.npy"))}, kind="candidate_vectors",
+           config={"type_ids_sha": _sha(gd.type_ids), "n": len(gd.type_ids), "score": cfg.score,
+                   "mention_pool": cfg.mention_pool, "variant": chosen})
+    cross = params.get("cross") or {}
+    if (out_dir / "cross" / "head.pt").exists():
+        w.encoder(MentionEncoder(out_dir / "cross" / "model", max_length=cfg.cross_max_length), name="cross",
+                  default=False)
+        w.head("cross_head", torch.load(out_dir / "cross" / "head.pt", map_location="cpu"), kind="cross_encoder_head",
+               config={"tau_c": cross.get("tau_c"), "cross_k": cfg.cross_k})
+    w.close(representation=cfg.mention_pool, inference={"bi_encoder": chosen, "dataset": params.get("dataset"),
+                                                        "tau_c": cross.get("tau_c")})
 
 
 def variant_label(variant: str, cfg: GroundingConfig) -> str:

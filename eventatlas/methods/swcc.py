@@ -14,7 +14,8 @@ ids, dynamic padding, checkpoints, step logs, learning curve); after every epoch
 the evaluation datasets (``train_evals``: ``<dataset>/<metric>``), and at the end the metric rows come
 from :func:`eventatlas.evaluation.pairs.evaluate_encoder_pairs` (task ``similarity``, setting = the
 template). Artifacts: ``plot/prototypes`` (2-D PCA of the training events coloured by their prototype),
-``swcc/prototypes`` (the assignment table) and, with ``save_model``, the fine-tuned encoder directory.
+``swcc/prototypes`` (the assignment table) and (unless ``save_model`` is false) the saved model: the
+fine-tuned encoder, loadable as ``run:<run_id>``, and the prototypes.
 """
 from __future__ import annotations
 
@@ -74,7 +75,6 @@ class SWCCConfig(MethodConfig):
     eval_every_epoch: bool = True
     eval_batch_size: int = Field(128, ge=1)
     plot_events: int = Field(2000, ge=10)
-    save_model: bool = False
     train: SWCCTraining = Field(default_factory=SWCCTraining)
 
 
@@ -171,8 +171,14 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     if sw.prototypes or cfg.n_prototypes:
         _prototype_artifacts(model, e, events.texts, cfg, rep, out_dir, seed, result)
     if cfg.save_model:
-        mdir = enc.save(out_dir / "model")
-        result.add_artifact("swcc/model", mdir / "config.json")
+        from ..modeling.saved import ModelWriter
+
+        w = ModelWriter(out_dir, method=NAME)
+        w.encoder(enc, pooling=cfg.pooling)
+        if sw.prototypes or cfg.n_prototypes:
+            w.head("prototypes", {"prototypes": model.prototypes}, kind="prototypes",
+                   config={"n_prototypes": cfg.n_prototypes, "pooling": cfg.pooling})
+        w.close(representation=rep, inference={"pooling": cfg.pooling, "template": cfg.template, "lower": cfg.lower})
     atomic_write_json(out_dir / "swcc_summary.json", result.params)
     if not result.metrics:
         log.warning("swcc %s: no event-pair benchmark ingested: trained, nothing scored", man.dataset)

@@ -104,29 +104,38 @@ class ModelWriter:
     def __init__(self, run_dir: str | os.PathLike, *, method: str):
         self.run_dir = Path(run_dir)
         self.dir = self.run_dir / (MODEL_DIRNAME + ".partial")
-        if self.dir.exists():  # a previous attempt of this run died while saving
-            shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True)
         self.card = ModelCard(method=method)
+        # under a data-parallel launch only the main process (rank 0) writes; the others hold
+        # the same weights and would race on the same files
+        self.active = int(os.environ.get("RANK", "0")) == 0
+        if self.active:
+            if self.dir.exists():  # a previous attempt of this run died while saving
+                shutil.rmtree(self.dir)
+            self.dir.mkdir(parents=True)
 
     def encoder(self, module: Any, *, name: str = "encoder", default: bool | None = None,
-                base_model: str | None = None) -> Path:
+                base_model: str | None = None, pooling: str = "mean") -> Path:
         """Save a :class:`eventatlas.modeling.MentionEncoder` (or anything with ``.model`` and
         ``.tokenizer``): safetensors weights, tokenizer, sentence-transformers files. The first encoder
-        saved is the default one (``run:<id>``) unless ``default`` says otherwise."""
+        saved is the default one (``run:<id>``) unless ``default`` says otherwise. ``pooling`` (mean |
+        cls) is what sentence-transformers applies when it loads the directory."""
         _check_part_name(name)
+        if pooling not in ("mean", "cls"):
+            raise ModelError(f"encoder pooling {pooling!r}: mean or cls")
         rel = ENCODER_DIRNAME if name == "encoder" else f"{ENCODER_DIRNAME}s/{name}"
         d = self.dir / rel
+        self.card.encoders[name] = rel
+        if default or (default is None and self.card.encoder is None):
+            self.card.encoder = name
+        if not self.active:
+            return d
         d.mkdir(parents=True, exist_ok=True)
         model = getattr(module, "model", module)
         model.save_pretrained(d, safe_serialization=True)
         module.tokenizer.save_pretrained(d)
         hidden = int(model.config.hidden_size)
         max_len = int(getattr(module, "max_length", 256))
-        write_sentence_transformers_files(d, hidden, max_len)
-        self.card.encoders[name] = rel
-        if default or (default is None and self.card.encoder is None):
-            self.card.encoder = name
+        write_sentence_transformers_files(d, hidden, max_len, pooling)
         self.card.base_model = base_model if base_model is not None else getattr(module, "model_id", None)
         if self.card.base_model is not None:
             self.card.base_model = str(self.card.base_model)
@@ -140,17 +149,19 @@ class ModelWriter:
         from safetensors.torch import save_file
 
         _check_part_name(name)
+        cfg = dict(config or {})
+        d = self.dir / HEADS_DIRNAME
+        path = d / f"{name}.safetensors"
+        self.card.heads[name] = HeadSpec(kind=kind, file=f"{HEADS_DIRNAME}/{name}.safetensors", config=cfg)
+        if not self.active:
+            return path
         flat = {}
         for k, v in tensors.items():
             t = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
             flat[k] = t.detach().to("cpu").contiguous().clone()  # shared storage is refused by safetensors
-        d = self.dir / HEADS_DIRNAME
         d.mkdir(parents=True, exist_ok=True)
-        path = d / f"{name}.safetensors"
         save_file(flat, str(path))
-        cfg = dict(config or {})
         _write_json(d / f"{name}.json", {"kind": kind, "config": cfg})
-        self.card.heads[name] = HeadSpec(kind=kind, file=f"{HEADS_DIRNAME}/{name}.safetensors", config=cfg)
         return path
 
     def close(self, **card_fields: Any) -> Path:
@@ -158,7 +169,8 @@ class ModelWriter:
         partial directory is self-describing, completed by :func:`finalize`."""
         # validated here, not at load: an unknown field or a wrong type fails the run that wrote it
         self.card = ModelCard.model_validate({**self.card.model_dump(), **card_fields})
-        _write_json(self.dir / CARD_NAME, self.card.model_dump(mode="json"))
+        if self.active:
+            _write_json(self.dir / CARD_NAME, self.card.model_dump(mode="json"))
         return self.dir
 
 
@@ -167,9 +179,9 @@ def _check_part_name(name: str) -> None:
         raise ModelError(f"model part name {name!r}: letters, digits, '_', '-', '.' only")
 
 
-def write_sentence_transformers_files(d: Path, hidden: int, max_seq_length: int) -> None:
+def write_sentence_transformers_files(d: Path, hidden: int, max_seq_length: int, pooling: str = "mean") -> None:
     """The three small files that make a Hugging Face directory a sentence-transformers model with
-    mean pooling (eventatlas's ``sentence`` representation). Written directly rather than through
+    mean pooling (eventatlas's ``sentence`` representation) or [CLS] pooling. Written directly rather than through
     ``SentenceTransformer.save`` so saving does not load the weights a second time; the layout is
     checked by loading with sentence-transformers in the tests."""
     _write_json(d / "modules.json", [
@@ -179,7 +191,8 @@ def write_sentence_transformers_files(d: Path, hidden: int, max_seq_length: int)
     _write_json(d / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
     (d / "1_Pooling").mkdir(exist_ok=True)
     _write_json(d / "1_Pooling" / "config.json", {
-        "word_embedding_dimension": hidden, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+        "word_embedding_dimension": hidden, "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean",
         "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
         "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True})
 
