@@ -108,6 +108,75 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
         # another process's takeover locked the fresh, empty directory first: it is theirs; make another
 
 
+def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+                   device: str = "auto", flow: str = "evaluate") -> Path:
+    """Apply a saved model (``run:<ref>``, see :mod:`eventatlas.modeling.saved`) to a dataset and score it
+    with that dataset's evaluator (the model's method's ``apply``); returns the run record's path.
+
+    The run is of task ``evaluate`` and of the model's method; its metric rows carry the model's
+    method and ``trained_on`` (the dataset the model was trained on), their ``dataset`` being the
+    one evaluated on, so the leaderboard shows a cross-dataset cell as such. ``params`` configure the
+    apply step (the selection of mentions, clusterings, ... as the method's config; by default the
+    training run's own config, for the models applied with their method's protocol)."""
+    from .data import Manifest
+    from .device import describe, resolve_device
+    from .methods import get_spec
+    from .methods.spec import ParamError, json_params
+    from .modeling.saved import resolve_ref
+
+    model = resolve_ref(ref)
+    card = model.card
+    spec = get_spec(card.method)
+    apply_fn, cfg_cls = spec.applier()
+    ddir = Path(dataset_dir)
+    man = Manifest.read(ddir)
+    base = {} if cfg_cls is not spec.config_class() else {k: v for k, v in card.config.items() if k != "device"}
+    try:
+        cfg = cfg_cls.model_validate({**base, **(params or {})})
+    except Exception as e:  # pydantic: name the bad key in one line
+        from pydantic import ValidationError
+
+        from .methods.spec import format_errors
+
+        if isinstance(e, ValidationError):
+            raise ParamError(format_errors(card.method, cfg_cls, e)) from None
+        raise
+    dev = resolve_device(device)
+    fingerprint = man.data_fingerprint()
+    prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
+                        {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
+    claim = claim_run(prefix, reuse_unfinished=False)
+    try:
+        run_dir = config.runs_dir() / claim.run_id
+        record = new_record(claim.run_id, flow=flow, task="evaluate", method=card.method, device=describe(dev),
+                            params={"model": model.ref, "trained_on": card.trained_on, "evaluated_on": man.dataset,
+                                    "trained_on_fingerprint": card.data_fingerprint, "config": json_params(cfg)},
+                            data_fingerprints={man.dataset: fingerprint}, seed=seed)
+        try:
+            result = apply_fn(model, ddir, run_dir, seed=seed, config=cfg, device=dev)
+            for r in result.metrics:  # the model's rows, wherever the protocol's code came from
+                r["method"], r["trained_on"] = card.method, card.trained_on
+            record["artifacts"] = list(result.artifacts)
+            table = write_metrics(record, result.metrics, run_dir)
+            record["artifacts"] += _metric_bars(result.metrics, run_dir,
+                                                f"{card.method} trained on {card.trained_on}, on {man.dataset}")
+            record["run"]["params"].update(applied=result.params)
+            finish_record(record, "completed")
+            log.info("%s (trained on %s) on %s: %d metric rows", model.ref, card.trained_on, man.dataset,
+                     table.num_rows)
+        except Exception as e:
+            from .methods.base import NotApplicable
+
+            if isinstance(e, NotApplicable):
+                finish_record(record, "skipped", f"not applicable: {e}")
+            else:
+                fail_record(record, e, run_dir)
+                log.error("evaluating %s on %s failed: %s", model.ref, man.dataset, record["run"]["error"])
+        return write_record(run_dir, record)
+    finally:
+        claim.release()
+
+
 def _save_model(run_dir: Path, record: dict[str, Any], metrics: list[dict[str, Any]]) -> None:
     """Complete and move into place the model the method collected (``model.partial``), and point
     the record at it (publish lands it in the ``models`` table)."""

@@ -39,16 +39,20 @@ TRIGGERS = {"Conflict.Attack": "attacked", "Life.Death": "died", "Contact.Meet":
             "Movement.Transport": ("moved", "transported", "shipped", "carried"), "Personnel.Elect": "elected"}
 
 
-def _write_dataset(root: Path) -> Path:
-    out = root / "datasets" / "mini_events"
-    with DatasetWriter(out, "mini_events") as w:
+def _write_dataset(root: Path, name: str = "mini_events", types=None, every: int = 1) -> Path:
+    out = root / "datasets" / name
+    with DatasetWriter(out, name) as w:
         for t, sents in SENTENCES.items():
-            w.write("event_types", {"dataset": "mini_events", "type_id": t, "name": t.split(".")[1].lower(),
+            if types is not None and t not in types:
+                continue
+            w.write("event_types", {"dataset": name, "type_id": t, "name": t.split(".")[1].lower(),
                                     "ontology": "other"})
             for i, s in enumerate(sents):
+                if i % every:
+                    continue
                 trig = TRIGGERS[t] if isinstance(TRIGGERS[t], str) else next(x for x in TRIGGERS[t] if x in s)
                 a = s.index(trig)
-                w.write("mentions", {"mention_id": f"{t}-{i}", "dataset": "mini_events", "doc_id": f"d{t}{i}",
+                w.write("mentions", {"mention_id": f"{t}-{i}", "dataset": name, "doc_id": f"d{t}{i}",
                                      "sent_idx": 0, "sentence": s, "trigger_start": a, "trigger_end": a + len(trig),
                                      "trigger": trig, "labels": [t], "split": "all"})
         w.commit({"reader": "sample"})
@@ -166,6 +170,41 @@ def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     assert [p.name for p in models] == [f"epoch_{chosen:02d}.pt"]  # pruned to the chosen epoch
     hist = json.loads((run_dir / "train_summary.json").read_text())["history"]
     assert len(hist) == 3 and all(h["loss"] > 0 for h in hist)
+    _check_saved_model(root, run_id, chosen, wh, ind)
+
+
+def _check_saved_model(root: Path, run_id: str, chosen: int, wh, trained_rows) -> None:
+    """The run saved its chosen epoch's model; applied to its own data it reproduces the run's scores
+    exactly; applied to other data its rows say where it was trained."""
+    from eventatlas.modeling.saved import resolve_ref
+    from eventatlas.publishing import publish_records
+    from eventatlas.runner import evaluate_model
+
+    m = resolve_ref(f"run:{run_id}")
+    assert (m.card.encoder, m.card.epoch, m.card.trained_on) == ("trigger", chosen, "mini_events")
+    assert set(m.card.heads) == {"clusterer_trigger", "naming_trigger"}
+    assert wh.query_rows("SELECT method, trained_on, parts FROM models")[1] == \
+        [("batch_attention", "mini_events", ["clusterer_trigger", "naming_trigger", "trigger"])]
+    assert set(trained_rows["trained_on"]) == {"mini_events"}
+
+    rec = evaluate_model(f"run:{run_id}", root / "data" / "datasets" / "mini_events", seed=0, device="cpu")
+    ev = json.loads(rec.read_text())
+    assert ev["run"]["status"] == "completed", ev["run"].get("error")
+    assert (ev["run"]["task"], ev["run"]["method"]) == ("evaluate", "batch_attention")
+    publish_records([rec])
+    key = ["variant", "clustering", "metric"]
+    again = wh.query("SELECT * FROM metrics WHERE run_id = ? AND task = 'induction'", [ev["run"]["run_id"]])
+    assert len(again) == len(trained_rows)
+    got = again.set_index(key)["value"].sort_index()
+    want = trained_rows.set_index(key)["value"].sort_index()
+    assert list(got.index) == list(want.index) and got.tolist() == want.tolist()  # exactly, not approximately
+
+    _write_dataset(root / "data", "mini_other", types=["Conflict.Attack", "Life.Death", "Contact.Meet"], every=1)
+    rec = evaluate_model(f"run:{run_id}", root / "data" / "datasets" / "mini_other", seed=0, device="cpu",
+                         params={"k_seen": 1, "naming": False, "linking": False})
+    publish_records([rec])
+    cross = wh.query("SELECT DISTINCT dataset, method, trained_on FROM leaderboard WHERE dataset = 'mini_other'")
+    assert cross.values.tolist() == [["mini_other", "batch_attention", "mini_events"]]
 
 
 def test_too_small_dataset_is_not_applicable(tmp_path):

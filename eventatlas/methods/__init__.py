@@ -16,10 +16,13 @@ SPECS: dict[str, MethodSpec] = {
         name="batch_attention", config="eventatlas.methods.batch_attention:BatchAttentionConfig",
         run="eventatlas.methods.batch_attention:run", applies_to=frozenset({"typed_mentions"}),
         tasks=("induction", "naming", "linking", "training"), gpu="advised",
+        apply="eventatlas.methods.batch_attention:apply",
+        apply_config="eventatlas.methods.batch_attention:BatchAttentionConfig",
         description="batch-attention type induction (Edwards & Ji 2023): train on seen types, cluster unseen"),
     "emr": MethodSpec(
         name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
+        apply="eventatlas.methods.emr:apply", apply_config="eventatlas.methods.emr:EMRConfig",
         description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
     "frame_dml": MethodSpec(
         name="frame_dml", config="eventatlas.methods.frame_dml:FrameDMLConfig", run="eventatlas.methods.frame_dml:run",
@@ -33,7 +36,9 @@ SPECS: dict[str, MethodSpec] = {
                     "prototypes + MLM on event co-occurrence; scored on hard similarity, transitive, MCNC"),
     "grounding": MethodSpec(
         name="grounding", config="eventatlas.methods.grounding:GroundingConfig", run="eventatlas.methods.grounding:run",
-        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised",
+        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised", apply=None,
+        apply_note="a grounding model is tied to its dataset's candidate events; apply it to new text with "
+                   "`eventatlas ground`, or load its bi-encoder (run:<id>) in another method",
         description="hierarchical event grounding (Ou et al. 2023): bi-encoder variants (BLINK, multi-label, HP, HJL), "
                     "cross-encoder with a dev-tuned threshold, hierarchy discovery"),
 }

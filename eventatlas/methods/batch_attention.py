@@ -316,3 +316,66 @@ def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, f
               **{k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch", "total_seconds",
                                          "stop_counts", "config")}}
     return MethodResult(metrics=rows, artifacts=arts, params=params, device=summary.get("device"))
+
+
+def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
+          config: BatchAttentionConfig | None = None, device: str = "cpu") -> MethodResult:
+    """Apply a saved batch-attention model (:class:`eventatlas.modeling.saved.SavedModel`) to another
+    dataset: its unseen mentions (the run's selection rules, ``config`` here, over the new data) are
+    embedded by the saved encoder and scored by the saved Q/K scorer, and every clustering input
+    (Attn-DotProduct, Attn-Cosine, ft, ...) is clustered and scored as in training, beside the base
+    encoder's features (variant ``untuned:ft``). Nothing is trained."""
+    import torch
+
+    from ..data import Manifest, protocol_for
+    from ..induction.evaluate import evaluate_trained
+    from ..induction.model import InductionModel
+    from ..induction.training import embed_fqk, save_npz
+    from ..modeling import MentionEncoder
+    from ..modeling.inputs import mark_triggers
+    from ..modeling.tokens import tokenize_cached
+
+    card = model.card
+    cfg = config if config is not None else BatchAttentionConfig.model_validate(card.config)
+    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    proto = protocol_for(man, NAME, "induction")
+    cfg = merge_defaults(cfg, proto)
+    rep = model.selected or card.encoder
+    info = card.inference.get(rep, {})
+    sel = select_mentions(dataset_dir, cfg, seed)
+    if len(sel.unseen_types) < 2 or len(sel.eval_index) < MIN_UNSEEN_MENTIONS:
+        raise NotApplicable(f"{dataset_dir}: fewer than 2 types or {MIN_UNSEEN_MENTIONS} mentions to cluster "
+                            f"({len(sel.unseen_types)} types, {len(sel.eval_index)} mentions)")
+    state, head_cfg = model.head(f"clusterer_{rep}")
+    enc = MentionEncoder(model.encoder_path, max_length=cfg.max_length)
+    trained = InductionModel(enc, dropout=head_cfg.get("dropout", 0.1), share_layernorm=head_cfg["share_layernorm"])
+    trained.clusterer.load_state_dict(state)
+    base = InductionModel(MentionEncoder(card.base_model, max_length=cfg.max_length))
+    sentences, starts, ends = sel.sentences, sel.starts, sel.ends
+    if info.get("trigger_markers"):  # the inputs the model was trained on
+        sentences, starts, ends = mark_triggers(sentences, starts, ends)
+    ev = sel.eval_index
+    files = {}
+    for name, m in (("applied", trained), ("untuned", base)):
+        items, _ = tokenize_cached(m.encoder, [sentences[i] for i in ev], [starts[i] for i in ev],
+                                   [ends[i] for i in ev], rep)
+        with torch.inference_mode():
+            emb = embed_fqk(m, items, rep, device=device, precision="fp32", batch_size=cfg.eval_batch_size)
+        files[name] = str(save_npz(out_dir / rep / "epochs" / f"{name}.npz", emb))
+    summary = {"chosen_epoch": {}, "stop_rule": None, "epoch_files": [files["applied"]],
+               "untuned_file": files["untuned"], "unseen_mention_ids": [sel.mention_ids[i] for i in ev],
+               "unseen_labels": sel.eval_labels.tolist()}
+    texts = man.type_texts()
+    fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
+    mp = _mapping(cfg.mapping or proto.get("mapping"), sel.unseen_types) if cfg.linking else None
+    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
+           "representation": rep}
+    rows, arts = evaluate_trained(out_dir / rep, summary, ctx=ctx, epoch=0, **cluster_settings(cfg, proto),
+                                  inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=card.base_model,
+                                  names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
+                                  umap_plot=cfg.umap_plot)
+    result = MethodResult(metrics=rows, artifacts=arts)
+    result.params = {"selection": sel.record, "representation": rep, "setting": sel.setting(),
+                     "trigger_markers": bool(info.get("trigger_markers"))}
+    return result

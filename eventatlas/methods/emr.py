@@ -521,3 +521,14 @@ def _write_tables(result: MethodResult, out_dir: Path, items_t, queries_t, per_r
     if tuning is not None:
         grid = write_parquet(pa.Table.from_pylist(tuning["grid"]), out_dir / "siamese_dev_grid.parquet")
         result.add_artifact("emr/siamese_dev_grid", grid, len(tuning["grid"]))
+
+
+def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: EMRConfig | None = None,
+          device: str = "cpu") -> MethodResult:
+    """Evaluate a saved EMR meta network on another dataset's retrieval episodes (its ``meta`` and
+    ``meta_adapt`` rankers beside the ad-hoc one, on types the network never saw)."""
+    cfg = config if config is not None else EMRConfig(models=["adhoc", "meta", "meta_adapt"])
+    info = model.head("meta")[1]
+    cfg = cfg.model_copy(update={"meta_run": model.ref, "device": device, "save_model": False,
+                                 "representation": info.get("representation", cfg.representation)})
+    return run(dataset_dir, out_dir, seed=seed, config=cfg)

@@ -50,12 +50,24 @@ class MethodSpec:
     description: str = ""
     # trains a model (its rows get trained_on = the dataset; it saves the model unless save_model=false)
     trains: bool = True
+    # "module:function" applying a saved model to another dataset (``eventatlas evaluate``):
+    # apply(saved_model, dataset_dir, out_dir, *, seed, config, device) -> MethodResult, ``config`` of
+    # the type of ``apply_config`` ("module:Class"); None: the method's models are not applied that way
+    apply: str | None = "eventatlas.methods.untuned:apply"
+    apply_config: str | None = "eventatlas.methods.untuned:UntunedConfig"
+    apply_note: str = ""  # why not, when apply is None
 
     def config_class(self) -> type[MethodConfig]:
         return _load(self.config)
 
     def runner(self) -> Callable[..., Any]:
         return _load(self.run)
+
+    def applier(self) -> tuple[Callable[..., Any], type[BaseModel]]:
+        if self.apply is None or self.apply_config is None:
+            raise ParamError(f"{self.name} models cannot be evaluated on another dataset"
+                             + (f": {self.apply_note}" if self.apply_note else ""))
+        return _load(self.apply), _load(self.apply_config)
 
     def validate(self, params: Mapping[str, Any] | MethodConfig | None) -> MethodConfig:
         cls = self.config_class()

@@ -214,3 +214,14 @@ def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, 
     result.params.update({"template": cfg.template, "lower": cfg.lower, "poolings": cfg.poolings,
                           "event_pairs": pairs.num_rows, "precision": enc.precision})
     log.info("untuned %s: %s", man.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))
+
+
+def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
+          config: UntunedConfig | None = None, device: str = "cpu") -> MethodResult:
+    """Score a saved model's encoder (:class:`eventatlas.modeling.saved.SavedModel`) on another
+    dataset with this baseline's protocol (typed mentions: cluster the unseen types' mentions; event
+    pairs: similarity), the encoder taking the frozen one's place. Nothing is trained; the caller
+    labels the rows with the model's method and where it was trained."""
+    cfg = config if config is not None else UntunedConfig()
+    cfg = cfg.model_copy(update={"model_id": model.ref, "device": device})
+    return run(dataset_dir, out_dir, seed=seed, config=cfg)
