@@ -25,6 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 MODELS = ("adhoc", "siamese")
+# The representation that retrieves best with the frozen default encoder: trigger beat window4 in the
+# project's retrieval measurements (EMR's representation rows) and on held-out queries.
+DEFAULT_REPRESENTATION = "trigger"
 RESULT_COLUMNS = ("rank", "score", "mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger",
                   "labels")
 
@@ -160,11 +163,28 @@ class CorpusIndex:
         return idx[0][keep].astype(np.int64), scores[0][keep]
 
 
+def best_representation(model_id: str | None, meta_info: dict[str, Any] | None = None) -> str:
+    """The representation to search with when none is given: a meta network's own; a saved model's
+    (its card says what it was trained with); else :data:`DEFAULT_REPRESENTATION`."""
+    from ..modeling.inputs import REPRESENTATIONS
+    from ..modeling.saved import is_ref, resolve_ref
+
+    if meta_info and meta_info.get("representation"):
+        return str(meta_info["representation"])
+    if is_ref(model_id):
+        rep = resolve_ref(str(model_id)).card.representation
+        if rep in REPRESENTATIONS:
+            return rep
+    return DEFAULT_REPRESENTATION
+
+
 def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "adhoc", top: int = 50,
-           model_id: str | None = None, representation: str = "window4", device: str = "auto", seed: int = 0,
+           model_id: str | None = None, representation: str | None = None, device: str = "auto", seed: int = 0,
            siamese: Any = None, max_outside: int = 50_000, cache_dir: str | Path | None = None,
            on_epoch: Callable[[int, int], None] | None = None, index: CorpusIndex | None = None) -> pa.Table:
-    """Rank the corpus for the examples; returns :data:`RESULT_COLUMNS` rows, best first."""
+    """Rank the corpus for the examples; returns :data:`RESULT_COLUMNS` rows, best first. The table's
+    schema metadata says which representation and encoder ranked it (``representation=None``: the
+    best known one, :func:`best_representation`)."""
     from .. import config as paths
     from ..device import resolve_device
     from ..encode import Encoder
@@ -178,6 +198,7 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
             meta = load_meta(model.split(":", 1)[1])
         except MetaError as e:
             raise SearchError(str(e)) from None
+        representation = representation or best_representation(model_id, meta.info)
         want = {"representation": representation, "model_id": model_id or paths.DEFAULT_MODEL}
         bad = [f"{k}={meta.info.get(k)!r}" for k, v in want.items() if meta.info.get(k) != v]
         if bad:
@@ -185,6 +206,14 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
                               "--representation/--encoder")
     elif model not in MODELS:
         raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}, meta:<run id>")
+    from ..modeling import model_name
+    from ..modeling.saved import ModelError
+
+    try:
+        representation = representation or best_representation(model_id)
+        encoder_name = model_name(model_id)
+    except ModelError as e:
+        raise SearchError(f"--encoder: {e}") from None
     if top < 1:
         raise SearchError(f"--top must be >= 1, got {top}")
     dataset_dir = Path(dataset_dir)
@@ -229,4 +258,5 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
     schema = pa.schema([("rank", pa.int32()), ("score", pa.float32()), ("mention_id", pa.string()),
                         ("doc_id", pa.string()), ("sentence", pa.string()), ("trigger_start", pa.int32()),
                         ("trigger_end", pa.int32()), ("trigger", pa.string()), ("labels", pa.list_(pa.string()))])
+    schema = schema.with_metadata({"representation": representation, "encoder": encoder_name, "model": model})
     return pa.Table.from_pylist(res, schema=schema)
