@@ -158,6 +158,9 @@ def test_textee_readers_refuse_another_datasets_output(tmp_path):
     # a copy under a directory of the user's own naming is taken for what the reader name says
     _, r, st = collect(get_reader("textee_ace05"), _copy(tmp_path, "my_ace_copy"))
     assert st["textee"]["dataset"] == "ace05-en" and len(r) == 0
+    # the generic reader on a set with a registered protocol points to the reader that carries it
+    _, _, st = collect(textee, ACE)
+    assert st["textee"]["protocol"] == "registered for reader textee_ace05: ingest with it to use it"
 
 
 def test_a_dataset_directory_asks_for_one_split(tmp_path):

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..io import InputError, Rejects
+from .ace2005 import TYPES as ACE_TYPES  # ACE definitions, for the ACE-family sets
 from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "textee"
@@ -52,6 +53,7 @@ _WS = re.compile(r"\s+")
 # why there is no protocol). A protocol is registered where this project has one for the same type
 # inventory (ACE 2005, MAVEN, WikiEvents: datasets/registry.yaml); the others have no published
 # seen/unseen type split or type -> FrameNet mapping the project could reuse.
+_BIO = "biomedical event types with no FrameNet mapping or published type split"
 KNOWN: dict[str, tuple[str | None, str, str]] = {
     "ace05-en": ("textee_ace05", "ACE", ""),
     "maven": ("textee_maven", "MAVEN", ""),
@@ -65,9 +67,9 @@ KNOWN: dict[str, tuple[str | None, str, str]] = {
     "casie": (None, "other", "5 cybersecurity event types: too few for a seen/unseen split"),
     "phee": (None, "other", "2 pharmacovigilance event types: too few for a seen/unseen split"),
     "speed": (None, "other", "7 epidemic event types: too few for a seen/unseen split"),
-    "genia2011": (None, "other", "biomedical event types with no FrameNet mapping or published type split"),
-    "genia2013": (None, "other", "biomedical event types with no FrameNet mapping or published type split"),
-    "mlee": (None, "other", "biomedical event types with no FrameNet mapping or published type split"),
+    "genia2011": (None, "other", _BIO),
+    "genia2013": (None, "other", _BIO),
+    "mlee": (None, "other", _BIO),
     "muc4": (None, "other", "template filling: TextEE writes one 'Dummy' event per window, no triggers or types"),
 }
 
@@ -76,6 +78,10 @@ def _same(a: str, b: Any) -> bool:
     """Span text equals the source's text but for whitespace: windows joined from tokens read
     ``Al - Monitor`` where the source says ``Al-Monitor``; ACE text may break a line inside a span."""
     return isinstance(b, str) and (a == b or _WS.sub("", a) == _WS.sub("", b))
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 def type_id(event_type: str) -> str:
@@ -127,6 +133,18 @@ def _window(rejects: Rejects, f: Path, n: int, rec: dict, stats: dict | None) ->
             return spans[s][0], spans[e - 1][1]
         return None
 
+    def located(obj: Any, what: str) -> tuple[int, int] | None | bool:
+        """Char span of an argument / entity whose token span holds its text (but for whitespace); None
+        when it does not (kept without offsets), False when it is no record at all (both counted)."""
+        if not isinstance(obj, dict):
+            bump(stats, f"{what}_malformed")
+            return False
+        span = char_span(obj.get("start"), obj.get("end"))
+        if span is None or not _same(text[span[0]:span[1]], obj.get("text")):
+            bump(stats, f"{what}_unlocated")
+            return None
+        return span
+
     events = []
     for ei, ev in enumerate(rec.get("event_mentions") or []):
         eloc = f"{loc} event_mentions[{ei}]"
@@ -148,30 +166,19 @@ def _window(rejects: Rejects, f: Path, n: int, rec: dict, stats: dict | None) ->
             continue
         args = []
         for a in ev.get("arguments") or []:
-            if not isinstance(a, dict):
-                bump(stats, "arguments_malformed")
-                continue
-            span = char_span(a.get("start"), a.get("end"))
-            located = span is not None and _same(text[span[0]:span[1]], a.get("text"))
-            if not located:
-                bump(stats, "arguments_unlocated")
-            args.append({"role": a.get("role") if isinstance(a.get("role"), str) else None,
-                         "text": text[span[0]:span[1]] if located else (a.get("text") if isinstance(a.get("text"), str) else None),
-                         "start": span[0] if located else None, "end": span[1] if located else None,
-                         "entity_id": str(a["entity_id"]) if a.get("entity_id") is not None else None})
+            span = located(a, "arguments")
+            if span is not False:
+                args.append({"role": _str(a.get("role")), "text": text[span[0]:span[1]] if span else _str(a.get("text")),
+                             "start": span[0] if span else None, "end": span[1] if span else None,
+                             "entity_id": None if a.get("entity_id") is None else str(a["entity_id"])})
         events.append({"span": cs, "type": ev["event_type"], "args": args,
                        "extra": {"event_id": ev.get("id"), "token_span": [trig["start"], trig["end"]]}})
     ents = []
     for en in rec.get("entity_mentions") or []:
-        if not isinstance(en, dict):
-            bump(stats, "entities_malformed")
-            continue
-        span = char_span(en.get("start"), en.get("end"))
-        ok = span is not None and _same(text[span[0]:span[1]], en.get("text"))
-        if not ok:
-            bump(stats, "entities_unlocated")
-        ents.append({"id": None if en.get("id") is None else str(en["id"]), "type": en.get("entity_type"), "text": en.get("text"),
-                     "start": span[0] if ok else None, "end": span[1] if ok else None})
+        span = located(en, "entities")
+        if span is not False:
+            ents.append({"id": None if en.get("id") is None else str(en["id"]), "type": _str(en.get("entity_type")),
+                         "text": _str(en.get("text")), "start": span[0] if span else None, "end": span[1] if span else None})
     rels = [{"id": r.get("id"), "type": r.get("relation_type"),
              "args": [[a.get("role"), a.get("entity_id")] for a in r.get("arguments") or [] if isinstance(a, dict)]}
             for r in rec.get("relation_mentions") or [] if isinstance(r, dict)]
@@ -260,8 +267,6 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
         if cur is not None:
             yield from _flush(cur, dataset, dedup, types, stats, order_counts)
     bump(stats, "duplicate_mentions", dedup.duplicates)
-    from .ace2005 import TYPES as ACE_TYPES  # ACE definitions, for the ACE-family sets
-
     labels = set(types)
     roots = {t.split(".", 1)[0] for t in labels if "." in t}
     for t in sorted(labels | roots):
@@ -277,7 +282,8 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
             "window_join": "windows of a doc_id joined into one document: documents.sentences = window texts, "
                            "mentions.sent_idx = window position; documents.text empty (TextEE keeps no offsets between windows)",
             "window_order": order_counts, "event_types": sorted(labels),
-            "protocol": f"registered: {reader_name}" if reader_name else f"none registered for {name}: {why}; give a method's parameters explicitly",
+            "protocol": (f"none registered for {name}: {why}; give a method's parameters explicitly" if not reader_name
+                         else f"registered: {reader_name}" if expect else f"registered for reader {reader_name}: ingest with it to use it"),
         }
 
 
