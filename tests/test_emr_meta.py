@@ -151,6 +151,12 @@ def test_meta_run_is_saved_evaluated_and_searchable(eventatlas_env, tmp_path, mo
     assert r.exit_code == 0, r.output
     res = pq.read_table(out).to_pylist()
     assert len(res) == 5 and all(a["score"] >= b["score"] for a, b in zip(res, res[1:]))
+    # the same network as a saved model: meta:run:<id> (and the window4 representation it was trained on)
+    r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model",
+                            f"meta:run:{run_id}", "--top", "5", "-o", str(tmp_path / "m2.parquet")], terminal_width=300)
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(tmp_path / "m2.parquet").to_pylist() == res
+    assert "over the window4 representation" in r.output
     r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--model", "meta:no-such-run"],
                       terminal_width=400)
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1

@@ -52,6 +52,9 @@ def test_search_ranks_the_examples_kind_first(corpus, tmp_path):
     # the acquisitions come first: at least 4 of the top 5 (7 left in the corpus)
     assert sum(x["labels"] == ["Acquisition"] for x in res) >= 4, [(x["trigger"], x["labels"]) for x in res]
     assert "top 5" in r.output and "Acquisition" in r.output
+    # which ranker ranked it, and the matched trigger in plain text (not only in colour)
+    assert "ranked by adhoc over the trigger representation of all-MiniLM-L6-v2" in r.output
+    assert f"[{res[0]['trigger']}]" in r.output
     # the same search again hits the embedding cache and gives the same ranking; CSV output
     csv = tmp_path / "res.csv"
     r2 = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--top", "5", "-o", str(csv)])

@@ -177,3 +177,24 @@ def test_publish_lands_the_model_row(saved, tmp_path):
     assert rows == [("fnsample",)]
     publish_records([run_dir / "run.json"], warehouse_path=wh.path)  # re-publishing replaces, not adds
     assert wh.query_rows("SELECT count(*) FROM models")[1] == [(1,)]
+
+
+def test_cli_models_and_evaluate_refusals(saved, monkeypatch):
+    from typer.testing import CliRunner
+
+    from eventatlas.cli import app, console
+
+    monkeypatch.setattr(console, "width", 300)  # one line per model
+
+    _, run_dir, _ = saved
+    runner = CliRunner()
+    r = runner.invoke(app, ["models"])
+    assert r.exit_code == 0, r.output
+    assert f"run:{run_dir.name}" in r.output and "fnsample" in r.output and "encoder, proxies" in r.output
+    r = runner.invoke(app, ["models", "--method", "swcc"], terminal_width=300)
+    assert r.exit_code == 0 and "no saved models" in r.output
+    r = runner.invoke(app, ["evaluate", "run:absent", "--on", "anything"], terminal_width=300)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "no saved model of a run 'absent'" in r.output
+    r = runner.invoke(app, ["evaluate", run_dir.name[:14], "--on", "not_ingested"], terminal_width=300)
+    assert r.exit_code == 2 and "dataset 'not_ingested' is not ingested" in r.output

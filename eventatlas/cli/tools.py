@@ -20,8 +20,10 @@ def search(
                               "meta:<run id> (a network an emr run meta-trained on other types)"),
     top: int = typer.Option(50, "--top", help="results to show"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="also write the results (.csv or .parquet)"),
-    representation: str = typer.Option("window4", "--representation", "-r"),
-    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id or local path (default all-MiniLM-L6-v2)"),
+    representation: Optional[str] = typer.Option(None, "--representation", "-r", help="default: the one measured "
+                                                 "best for the encoder (trigger; a saved model's own)"),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id, local path or run:<run id> of a saved "
+                                          "model (default all-MiniLM-L6-v2)"),
     epochs: int = typer.Option(50, "--epochs", help="siamese: training epochs"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
@@ -55,9 +57,13 @@ def search(
     rows = []
     for r in table.to_pylist():
         a, b, s = r["trigger_start"], r["trigger_end"], r["sentence"]
-        text = f"{escape(s[:a])}[bold magenta]{escape(s[a:b])}[/bold magenta]{escape(s[b:])}"
+        # the trigger in brackets as well as in colour: redirected output stays readable
+        text = f"{escape(s[:a])}[bold magenta]{escape('[' + s[a:b] + ']')}[/bold magenta]{escape(s[b:])}"
         rows.append((r["rank"], round(r["score"], 4), text, r["doc_id"], ", ".join(r["labels"] or [])))
-    t = Table(title=f"{dataset}: top {len(rows)} for {examples} ({model})")
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    console.print(f"ranked by {model} over the {meta.get('representation')} representation of "
+                  f"{meta.get('encoder')}", markup=False, soft_wrap=True)
+    t = Table(title=f"{dataset}: top {len(rows)} for {examples} ({model}, {meta.get('representation')})")
     for c in ("rank", "score", "sentence", "doc_id", "labels"):
         t.add_column(c, overflow="fold")
     for row in rows:
