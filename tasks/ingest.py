@@ -42,18 +42,6 @@ def ingest_task_for(download: bool):
     return ingest_task.with_options(retries=3, retry_delay_seconds=[10, 30, 90], retry_condition_fn=transient_failure)
 
 
-@task(name="ingest-samples")
-def ingest_samples_task() -> list[dict[str, Any]]:
-    from eventatlas.ingest import ingest_samples
-
-    logger = get_run_logger()
-    manifests = ingest_samples()
-    if isinstance(manifests, dict):  # name -> manifest
-        manifests = list(manifests.values())
-    logger.info("ingested %d sample datasets", len(manifests))
-    return [m for m in manifests]
-
-
 def dataset_dir_of(manifest: dict[str, Any]) -> Path:
     return Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
 
