@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
                                         {**env, "EVENTATLAS_PREFECT": mode}))
         # the work itself, in-process (imports paid before the clock starts)
         os.environ.update({k: env[k] for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE")})
-        from eventatlas.cli import _ingest_direct
+        from eventatlas.cli.data import _ingest_direct
 
         _ingest_direct("maven", a.sample, False, "inproc_warm", None)
         work = []

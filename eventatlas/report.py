@@ -23,14 +23,12 @@ import os
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-# the metrics shown per task and which are fractions (x100): the same choices as `eventatlas leaderboard`
-from .cli import _NOT_FRACTION as NOT_FRACTION
-from .cli import DEFAULT_METRICS
+from .evaluation.base import NOT_FRACTION
+# the leaderboard rule (configurations, metrics shown, order, best) is the one `eventatlas leaderboard` uses
+from .leaderboard import CONFIG_COLS, IDENTITY, build
 from .warehouse import Warehouse
-
-CONFIG_COLS = ("setting", "method", "representation", "clustering", "variant")
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -60,8 +58,7 @@ def _fmt(v: float | None, metric: str) -> str:
 def load(wh: Warehouse) -> dict[str, Any]:
     """Everything the page shows, as plain Python (one read-only pass over the warehouse)."""
     cols, rows = wh.query_rows(
-        "SELECT task, dataset, setting, method, representation, clustering, variant, metric, mean, std, n_seeds, best "
-        "FROM leaderboard ORDER BY task, dataset, metric")
+        f"SELECT {', '.join(IDENTITY)}, metric, mean, std, n_seeds, best FROM leaderboard ORDER BY task, dataset, metric")
     board = [dict(zip(cols, r)) for r in rows]
     _, lower = wh.query_rows("SELECT metric FROM metric_direction WHERE NOT higher_is_better")
     _, runs = wh.query_rows(
@@ -91,39 +88,10 @@ def load(wh: Warehouse) -> dict[str, Any]:
             "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path)}
 
 
-def _metrics_for(task: str, present: Iterable[str], max_all: int = 6) -> list[str]:
-    """The task's default metrics first; every metric when there are at most ``max_all``."""
-    present = sorted(set(present))
-    chosen = [m for m in DEFAULT_METRICS.get(task, ()) if m in present]
-    if len(present) <= max_all:
-        return chosen + [m for m in present if m not in chosen]
-    return chosen or present[:3]
-
-
 def leaderboard_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """One table per (task, dataset): configurations x chosen metrics, mean/std/n, best mean marked."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in data["board"]:
-        groups[(r["task"], r["dataset"])].append(r)
-    tables = []
-    for (task, dataset), rows in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        metrics = _metrics_for(task, (r["metric"] for r in rows))
-        confs: dict[tuple, dict[str, dict]] = defaultdict(dict)
-        for r in rows:
-            if r["metric"] in metrics:
-                confs[tuple(r[c] for c in CONFIG_COLS)][r["metric"]] = r
-        best: dict[str, float] = {}
-        for m in metrics:
-            vals = [c[m]["mean"] for c in confs.values() if m in c and c[m]["mean"] is not None]
-            if vals and not NOT_FRACTION.search(m) or (vals and m in data["lower"]):
-                best[m] = min(vals) if m in data["lower"] else max(vals)
-        first = metrics[0]
-        order = sorted(confs.items(), key=lambda kv: (kv[1].get(first, {}).get("mean") is None,
-                                                      (1 if first in data["lower"] else -1)
-                                                      * (kv[1].get(first, {}).get("mean") or 0.0),
-                                                      [str(x) for x in kv[0]]))
-        tables.append({"task": task, "dataset": dataset, "metrics": metrics, "best": best, "rows": order})
-    return tables
+    """One table per (task, dataset): configurations x chosen metrics, mean/std/n, best mean marked
+    (:func:`eventatlas.leaderboard.build`, the rule `eventatlas leaderboard` prints)."""
+    return build(data["board"], data["lower"])
 
 
 def _table_html(t: dict[str, Any], lower: set[str]) -> str:
@@ -152,10 +120,11 @@ def _bars_svg(t: dict[str, Any]) -> str:
     m = t["metrics"][0]
     rows = [(conf, cells[m]["mean"]) for conf, cells in t["rows"] if m in cells and cells[m]["mean"] is not None][:40]
     # label by what tells the bars apart: configuration columns equal on every bar are left out
-    varying = [i for i in range(len(CONFIG_COLS)) if len({conf[i] for conf, _ in rows}) > 1] or [1]
+    method = CONFIG_COLS.index("method")
+    varying = [i for i in range(len(CONFIG_COLS)) if len({conf[i] for conf, _ in rows}) > 1] or [method]
     items = []
     for conf, v in rows:
-        label = " / ".join(str(conf[i]) for i in varying if conf[i] not in (None, "")) or str(conf[1])
+        label = " / ".join(str(conf[i]) for i in varying if conf[i] not in (None, "")) or str(conf[method])
         items.append((label if len(label) <= 52 else label[:51] + "…", v))
     if not items:
         return ""

@@ -35,7 +35,7 @@ FROM latest_metrics l LEFT JOIN metric_direction d USING (metric)
 GROUP BY l.dataset, l.split, l.method, l.representation, l.clustering, l.metric, d.higher_is_better;
 """
 
-# (run_id, method, split, clustering as written by untuned / batch_attention / its posthoc tool, metric, seed)
+# (run_id, method, split, clustering as written by untuned / batch_attention (and its old post-hoc tool), metric, seed)
 # -> expected (task, clustering, variant), written out by hand.
 ROWS = [
     ("u0", "untuned", "all", "agglomerative", "ari", 0, ("induction", "agglomerative", None)),
