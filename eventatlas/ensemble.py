@@ -28,7 +28,7 @@ def _members(run_dirs: Sequence[Path]) -> list[dict]:
     out = []
     for d in map(Path, run_dirs):
         try:
-            run = read_record(d)["run"]
+            run = read_record(d / "run.json")["run"]
         except RecordError as e:
             raise EnsembleError(str(e)) from None
         if run.get("method") != METHOD or run.get("status") != "completed":

@@ -124,8 +124,8 @@ def test_migrated_views_group_by_task_and_variant(old_warehouse):
     wh = Warehouse(old_warehouse.path)
     wh.migrate()
     lb = wh.query("SELECT * FROM leaderboard")
-    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
-                                    "variant", "metric"]
+    assert list(lb.columns[:10]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
+                                     "variant", "precision", "metric"]
     # every migrated row is its own configuration except untuned/agglomerative/ari (seeds 0 + 1) and
     # batch_attention attn_dot/agglomerative/ari (seeds 0 + 1)
     assert len(lb) == len(ROWS) - 2

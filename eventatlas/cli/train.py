@@ -150,12 +150,12 @@ def train(
     from ..methods import get_spec
 
     check_method(method)
+    ddir = dataset_dir(dataset)  # names first: refused before the method's config (numpy) or torch load
     try:
         p = json.loads(params) if params else {}
         get_spec(method).validate(p)
     except ValueError as e:  # bad JSON and ParamError are ValueErrors
         _fail(str(e), code=2)
-    ddir = dataset_dir(dataset)  # a name is checked before the device (torch)
     check_device(device)
     from ..records import read_record
     from ..runner import run_method
