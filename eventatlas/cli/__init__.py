@@ -179,14 +179,20 @@ def ingested_datasets() -> list[str]:
     return sorted(p.parent.name for p in config.datasets_dir().glob("*/manifest.json"))
 
 
+def not_ingested(name: str) -> NoReturn:
+    """Refuse a dataset name that is not ingested, with the closest ingested one (exit 2)."""
+    have = ingested_datasets()
+    _fail(f"dataset {name!r} is not ingested{did_you_mean(name, have)}; ingested under {config.datasets_dir()}: "
+          f"{', '.join(have) if have else '(none)'} (`eventatlas ingest` adds one)", code=2)
+
+
 def dataset_dir(name: str) -> Path:
     """An ingested dataset by name (or a dataset directory); unknown -> exit 2 with the closest name."""
     if Path(name).is_dir() and (Path(name) / "manifest.json").exists():
         return Path(name)
     ddir = config.datasets_dir() / name
     if not (ddir / "manifest.json").exists():
-        unknown("dataset", name, ingested_datasets(),
-                f" under {config.datasets_dir()} (`eventatlas datasets`; `eventatlas ingest` adds one)")
+        not_ingested(name)
     return ddir
 
 

@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from . import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, prefect_guard,
-               print_rows, split, unknown)
+from . import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
+               prefect_guard, print_rows, split, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -96,7 +96,7 @@ def train_all(
         have = ingested_datasets()
         for name in ds:
             if name not in have:
-                unknown("dataset", name, have, f" under {config.datasets_dir()} (`eventatlas ingest` adds one)")
+                not_ingested(name)
     try:
         validate_params(p, m)
         resolve_device(device)
