@@ -43,7 +43,8 @@ def new_record(run_id: str, *, flow: str, task: str, method: str | None = None,
     run = {"run_id": run_id, "flow": flow, "task": task, "method": method, "params": dict(params or {}),
            "code_version": code_version(), "data_fingerprints": dict(data_fingerprints or {}), "seed": seed,
            "started_at": started_at or utcnow().isoformat(), **run_fields}
-    run.setdefault("device", device_info())
+    if "device" not in run:  # not setdefault: describing the device imports torch (seconds), even when given
+        run["device"] = device_info()
     return {"run": run, "metrics_path": None, "artifacts": []}
 
 

@@ -107,3 +107,15 @@ def test_did_you_mean():
 
     assert did_you_mean("untunde", ["untuned", "emr"]) == " (did you mean 'untuned'?)"
     assert did_you_mean("zzz", ["untuned", "emr"]) == ""
+
+
+def test_failed_ingest_is_refused_without_torch_or_prefect(root, tmp_path):
+    """Bad input to a real ingest: one line, exit 2, its failed run record written, and neither torch (the
+    record's device is described without it) nor Prefect (no API configured) imported."""
+    empty = tmp_path / "train.jsonl"
+    empty.write_bytes(b"")
+    code, err, prefect, torch = _run(root, "ingest", "maven", "--path", str(empty), "--dataset", "mv")
+    assert code == 2 and err.startswith(f"error: {empty}:-: this does not look like maven input"), err
+    assert not prefect and not torch
+    (rec,) = (root / "data" / "runs").glob("ingest-mv-*/run.json")
+    assert json.loads(rec.read_text())["run"]["status"] == "failed"
