@@ -102,3 +102,11 @@ def test_only_the_publish_path_writes_the_warehouse():
         if ".publish(" in src or ".transaction(" in src or ".add_metrics(" in src:
             writers.append(str(p.relative_to(ROOT)))
     assert writers == [], f"warehouse writes outside tasks/publish.py: {writers}"
+
+
+def test_nothing_in_the_core_imports_the_cli():
+    # the CLI is the top floor: results, reports and the core never import from it (no import circle)
+    cli = ROOT / "eventatlas" / "cli"
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "eventatlas").rglob("*.py")
+                 if cli not in p.parents and "cli" in _core_imports(p)]
+    assert offenders == [], offenders
