@@ -197,14 +197,14 @@ def dataset_dir(name: str) -> Path:
 
 
 def run_dir(run: str) -> Path:
-    """A finished run by id (or its directory); unknown -> exit 2 with the closest run id."""
-    if Path(run).is_dir() and (Path(run) / "run.json").exists():
+    """A run by id (or its directory); unknown -> exit 2 with the closest run id."""
+    if Path(run).is_dir():
         return Path(run)
     rdir = config.runs_dir() / run
-    if not (rdir / "run.json").exists():
-        known = sorted(p.parent.name for p in config.runs_dir().glob("*/run.json"))
-        close = did_you_mean(run, known)
-        _fail(f"unknown run {run!r}{close}: no run record {rdir / 'run.json'} (`eventatlas runs` lists them)", code=2)
+    if not rdir.is_dir():
+        known = sorted(p.name for p in config.runs_dir().glob("*") if p.is_dir()) if config.runs_dir().is_dir() else []
+        _fail(f"unknown run {run!r}{did_you_mean(run, known)}: no directory {rdir} (`eventatlas runs` lists them)",
+              code=2)
     return rdir
 
 
