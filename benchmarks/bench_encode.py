@@ -8,7 +8,7 @@ load on a shared machine hits both alike. Per arm the figure is the median sente
 repeats; the ratio is the median of the per-repeat paired ratios (baseline time / eventatlas time).
 The load average at start and end is recorded with every row.
 
-    python benchmarks/bench_encode.py [--n 1000] [--batch-size 32] [--repeats 7] [--precisions fp32,bf16]
+    python benchmarks/bench_encode.py [--n 600] [--batch-size 32] [--repeats 5] [--precisions fp32,bf16]
 
 Sentences: OntoEvent (MAVEN) mention sentences from the shared data (``EVENTATLAS_SHARED_DATA``), else
 FrameNet full-text sentences, else the shipped samples (always the samples with ``--smoke``). The run
@@ -106,6 +106,8 @@ def measure(sents: list[str], precisions: list[str], batch_size: int, repeats: i
                 outs[(prec, name)] = arms[(prec, name)](sents)
                 sync()
                 times[(prec, name)].append(time.perf_counter() - t0)
+        print(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{p} {n} {ts[-1]:.2f} s" for (p, n), ts in times.items()),
+              flush=True)
     rows = []
     for prec in precisions:
         t_o, t_s = times[(prec, "eventatlas")], times[(prec, "sentence-transformers")]
@@ -119,9 +121,9 @@ def measure(sents: list[str], precisions: list[str], batch_size: int, repeats: i
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1000, help="sentences")
+    ap.add_argument("--n", type=int, default=600, help="sentences")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=7, help="paired repeats (the median is reported)")
+    ap.add_argument("--repeats", type=int, default=5, help="paired repeats (the median is reported)")
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
