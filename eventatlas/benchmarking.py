@@ -39,15 +39,17 @@ VERSIONED = ("torch", "transformers", "sentence-transformers", "numpy", "faiss-c
 BENCHMARK_SCHEMA = BENCHMARKS  # eventatlas.schema: the warehouse table of migration 008 minus run_id
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options every benchmark (and script) shares."""
+def add_arguments(ap: argparse.ArgumentParser, publish: bool = True) -> argparse.ArgumentParser:
+    """The options every benchmark shares; ``publish=False`` for a script that records no run (a
+    diagnostic): ``--smoke`` and ``--data-root`` only."""
     ap.add_argument("--smoke", action="store_true",
                     help="tiny input, a few seconds: checks the script runs (nothing written into the repository; "
                          "a temporary data root and warehouse unless --data-root is given)")
-    ap.add_argument("--publish", action=argparse.BooleanOptionalAction, default=True,
-                    help="land the run record in the warehouse (default); --no-publish writes the record only")
+    if publish:
+        ap.add_argument("--publish", action=argparse.BooleanOptionalAction, default=True,
+                        help="land the run record in the warehouse (default); --no-publish writes the record only")
     ap.add_argument("--data-root", type=Path, default=None,
-                    help="data root for the run record (runs/<run_id>) and, with --smoke, its warehouse")
+                    help="data root for the script's files (runs/<run_id>, scratch/) and, with --smoke, its warehouse")
     return ap
 
 
