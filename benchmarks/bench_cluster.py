@@ -248,12 +248,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", type=int)
     ap.add_argument("--out")
     ap.add_argument("--random-base", action="store_true", help=argparse.SUPPRESS)
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
+    a = benchmarking.parse_args(ap, argv)
     if a.child:
         child(a.child, a.n, a.k, a.out, a.random_base)
         return
-    benchmarking.prepare(a)
     bench = benchmarking.Benchmark("cluster", a, libraries=("fastcluster",))
     if not a.smoke:
         base_embeddings()  # build the cache once, outside the timed children

@@ -90,11 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--top", type=int, default=50)
     ap.add_argument("--pool", default=None, help="an embeddings .npy of real mention vectors (the bases)")
     ap.add_argument("--threads", type=int, default=2)
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.n, a.queries = 3000, 5
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"n": 3000, "queries": 5})
     bench = benchmarking.Benchmark("emr", a, libraries=("faiss-cpu",))
     import faiss
 

@@ -127,11 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    benchmarking.add_arguments(ap)
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.n, args.repeats, args.batch_size = 12, 1, 8
-    benchmarking.prepare(args)
+    args = benchmarking.parse_args(ap, argv, smoke={"n": 12, "repeats": 1, "batch_size": 8})
     from eventatlas.device import resolve_device
 
     device = resolve_device(args.device)

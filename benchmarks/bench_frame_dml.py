@@ -71,11 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.n, a.frames = 400, 20
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"n": 400, "frames": 20})
     from eventatlas.evaluation.frames import ranking_recall
 
     bench = benchmarking.Benchmark("frame_dml", a, libraries=("faiss-cpu",))

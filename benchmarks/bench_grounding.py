@@ -43,9 +43,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--mentions", type=int, default=4)
     ap.add_argument("--model", default=None)
     ap.add_argument("--pair-length", type=int, default=160)
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv)
     bench = benchmarking.Benchmark("grounding", a)
     if a.smoke and not a.dataset:
         from eventatlas.config import samples_dir

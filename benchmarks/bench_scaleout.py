@@ -108,11 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
     ap.add_argument("--scan-mb", type=float, default=None, help="instead of the grid: the dump scan over a "
                     "synthetic dump of this many MB, 1 vs 2 Dask workers")
-    benchmarking.add_arguments(ap)
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.scan_mb = 0.3
-    benchmarking.prepare(args)
+    args = benchmarking.parse_args(ap, argv, smoke={"scan_mb": 0.3})
     bench = benchmarking.Benchmark("scaleout", args, libraries=("distributed",))
     root = benchmarking.scratch_dir(args, bench.run_id)
     if args.scan_mb:

@@ -47,11 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
     from eventatlas import benchmarking
 
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.repeats, a.kb = 1, 0
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"repeats": 1, "kb": 0})
     bench = benchmarking.Benchmark("startup", a)
     saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE")}
     root = benchmarking.scratch_dir(a, bench.run_id)

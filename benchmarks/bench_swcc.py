@@ -34,11 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None)
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.steps, a.batch_size, a.events = 1, 4, 32
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"steps": 1, "batch_size": 4, "events": 32})
     bench = benchmarking.Benchmark("swcc", a)
 
     import numpy as np

@@ -138,11 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="auto", help="the core's: auto (the CPU probe decides) | fp32 | bf16")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.steps, a.batch_size, a.n, a.max_length, a.threads = 2, 4, 16, 32, 1
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"steps": 2, "batch_size": 4, "n": 16, "max_length": 32, "threads": 1})
     import numpy as np
     import torch
 

@@ -271,11 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mb", type=float, default=250)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    benchmarking.add_arguments(ap)
-    a = ap.parse_args(argv)
-    if a.smoke:
-        a.mb = 0.5
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, smoke={"mb": 0.5})
     bench = benchmarking.Benchmark("wiki", a, libraries=("mwparserfromhell",))
     tmp = benchmarking.scratch_dir(a, bench.run_id)
     try:

@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("dataset_dir", type=Path, nargs="?", help="an ingested dataset directory (required unless --smoke)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--representations", nargs="+", default=["window4", "trigger", "sentence", "mask"])
-    benchmarking.add_arguments(ap, publish=False)
-    args = ap.parse_args(argv)
-    benchmarking.prepare(args)
+    args = benchmarking.parse_args(ap, argv, publish=False)
     scratch = benchmarking.scratch_dir(args, "emr_representations")
     episode = None
     if args.smoke:

@@ -53,6 +53,18 @@ def add_arguments(ap: argparse.ArgumentParser, publish: bool = True) -> argparse
     return ap
 
 
+def parse_args(ap: argparse.ArgumentParser, argv: Sequence[str] | None = None, *, publish: bool = True,
+               smoke: Mapping[str, Any] | None = None) -> argparse.Namespace:
+    """Add the shared options (:func:`add_arguments`), parse, apply ``smoke`` (option -> value: the tiny
+    sizes of a ``--smoke`` run) and :func:`prepare` the data root."""
+    args = add_arguments(ap, publish).parse_args(argv)
+    if args.smoke:
+        for k, v in (smoke or {}).items():
+            setattr(args, k, v)
+    prepare(args)
+    return args
+
+
 def prepare(args: argparse.Namespace) -> Path | None:
     """Point the data root (and, for a smoke run, the warehouse and cache) at ``--data-root`` or, for a smoke
     run without one, at a new temporary directory, so a smoke run never touches the user's data or

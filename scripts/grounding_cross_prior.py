@@ -37,9 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir", type=Path, nargs="?")
     ap.add_argument("--split", default="dev")
     ap.add_argument("--n", type=int, default=300, help="mentions sampled from the split")
-    benchmarking.add_arguments(ap, publish=False)
-    a = ap.parse_args(argv)
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, publish=False)
     if a.smoke:
         import _smoke
 

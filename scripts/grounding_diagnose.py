@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("variant_dir", nargs="?", help="RUN_DIR/VARIANT of a grounding run (model/ + candidate_vectors.npy)")
     ap.add_argument("--train-mentions", type=int, default=2000, help="the seeded training subsample (as the run's)")
     ap.add_argument("--seed", type=int, default=0)
-    benchmarking.add_arguments(ap, publish=False)
-    a = ap.parse_args(argv)
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, publish=False)
     if a.smoke:
         import _smoke
 

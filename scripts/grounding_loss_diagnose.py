@@ -117,9 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--negatives", type=int, default=32)
     ap.add_argument("--scale", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
-    benchmarking.add_arguments(ap, publish=False)
-    a = ap.parse_args(argv)
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, publish=False)
     if a.smoke:
         import _smoke
 

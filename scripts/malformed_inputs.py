@@ -79,9 +79,7 @@ def cases(w: Path):
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workdir", nargs="?", type=Path, help="where the inputs and datasets go (default: a new temp dir)")
-    benchmarking.add_arguments(ap, publish=False)
-    a = ap.parse_args(argv)
-    benchmarking.prepare(a)
+    a = benchmarking.parse_args(ap, argv, publish=False)
     work = a.workdir or (benchmarking.scratch_dir(a, "malformed_inputs") if a.smoke
                          else Path(tempfile.mkdtemp(prefix="malformed-")))
     data = work / "datasets"

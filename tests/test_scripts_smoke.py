@@ -54,7 +54,7 @@ def test_script_smoke_mode(script: Path, tmp_path, monkeypatch, capsys):
     rel = script.relative_to(REPO).as_posix()
     src = script.read_text(encoding="utf-8")
     if script.suffix == ".py":
-        assert re.search(r"""add_argument\(\s*["']--smoke["']""", src) or "benchmarking.add_arguments(" in src, (
+        assert re.search(r"""add_argument\(\s*["']--smoke["']""", src) or "benchmarking.parse_args(" in src, (
             f"{rel} has no --smoke in its argparse: every script needs a smoke mode (tiny input, seconds)")
     else:
         assert "--smoke" in src, f"{rel} handles no --smoke argument"
