@@ -70,6 +70,15 @@ class Manifest:
     def table(self, name: str) -> Path:
         return self.path / f"{name}.parquet"
 
+    def read_table(self, name: str, columns: list[str] | None = None):
+        """The dataset's ``name`` table (a ``pyarrow.Table``); a missing table is a one-line error naming it."""
+        import pyarrow.parquet as pq
+
+        p = self.table(name)
+        if not p.exists():
+            raise FileNotFoundError(f"{self.path}: dataset {self.dataset!r} has no {name} table ({p.name})")
+        return pq.read_table(p, columns=columns)
+
     def type_texts(self, use: str = "name") -> dict[str, str]:
         """type_id -> its name (``use="name"``) or definition (falling back to the name, then the id)."""
         import pyarrow.parquet as pq

@@ -24,7 +24,8 @@ from .. import config as paths
 from ..io import atomic_write_json, sha256_file
 from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
-from .spec import MethodConfig, merge_defaults
+from .context import MethodContext
+from .spec import MethodConfig
 
 log = logging.getLogger(__name__)
 
@@ -194,19 +195,13 @@ def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *,
     return summary, res
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: BatchAttentionConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Train + evaluate on one dataset (see the module docstring)."""
-    from ..data import Manifest, protocol_for
-    from ..device import resolve_device
     from ..induction.evaluate import evaluate_trained
 
-    cfg = config if config is not None else BatchAttentionConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    proto = protocol_for(man, NAME, "induction")
-    cfg = merge_defaults(cfg, proto)
-    device = resolve_device(cfg.device)
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
+    proto = ctx.protocol
     sel = select_mentions(dataset_dir, cfg, seed)
     n_eval = len(sel.eval_index)
     if not sel.seen_types or len(sel.unseen_types) < 2 or n_eval < MIN_UNSEEN_MENTIONS:
@@ -218,19 +213,18 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
     mp = _mapping(cfg.mapping or proto.get("mapping"), sel.unseen_types) if cfg.linking else None
     k_manifold = cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")
-    result = MethodResult()
-    result.params = {"method": NAME, "dataset": man.dataset, "setting": sel.setting(), "selection": sel.record,
-                     "k_manifold": k_manifold, "n_clusters": cfg.n_clusters or len(sel.unseen_types),
-                     "framenet_dir": str(fn_dir) if mp is not None else None, "config": cfg.model_dump(mode="json"),
-                     "train": {}}
+    result = ctx.result()
+    result.params = ctx.base_params(setting=sel.setting(), selection=sel.record, k_manifold=k_manifold,
+                                    n_clusters=cfg.n_clusters or len(sel.unseen_types),
+                                    framenet_dir=str(fn_dir) if mp is not None else None, train={})
     for rep in cfg.representations:
         rdir = out_dir / rep
         summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
-                                            resume=resume)
+                                            resume=ctx.resume)
         result.add_training(res)
-        ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
+        row_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
                "representation": rep}
-        rows, arts = evaluate_trained(rdir, summary, ctx=ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
+        rows, arts = evaluate_trained(rdir, summary, ctx=row_ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
                                       inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
                                       names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                       umap_plot=cfg.umap_plot)

@@ -49,7 +49,8 @@ from .. import config as paths
 from ..io import write_parquet
 from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
-from .spec import EncoderConfig, MethodConfig, merge_defaults
+from .context import MethodContext
+from .spec import EncoderConfig, MethodConfig
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,6 @@ class EMRConfig(MethodConfig):
                                     "evaluate it instead of training one here")
 
 
-PROTOCOL_DEFAULTS = {"min_mentions": 100, "n_corpus": 50, "n_query": 10, "n_dev": 40, "n_none": 2000}
-
-
 def embed_pool(pool: pa.Table, out_dir: Path, cfg: EMRConfig, device: str, *, representation: str | None = None,
                model_id: str | None = None) -> tuple[pa.Table, np.ndarray, dict]:
     """Embed every pool item once (cached by content); items the encoder rejects are dropped (counted).
@@ -176,28 +174,17 @@ def _scores_of(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {r["metric"]: float(r["value"]) for r in rows}
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: EMRConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Evaluate the EMR models on one ingested labelled dataset; see the module docstring. ``resume``
     has nothing to continue (no checkpoints: a run is minutes of per-query training) and reruns."""
-    from ..data import Manifest, protocol_for
-    from ..device import describe, resolve_device
     from ..emr.episodes import candidate_pool, sample_episode
     from ..emr.models import SiameseParams, siamese_rank_scores
     from ..evaluation.base import metric_rows
     from ..evaluation.retrieval import evaluate_retrieval, evaluate_scores
-    from ..runinfo import set_seeds
 
-    cfg = config if config is not None else EMRConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    if "typed_mentions" not in man.kinds():
-        raise NotApplicable(f"{dataset_dir}: no mentions with gold types (kinds: {sorted(man.kinds()) or 'none'})")
-    cfg = merge_defaults(cfg, {**PROTOCOL_DEFAULTS, **protocol_for(man, NAME, "retrieval")})
-    device = resolve_device(cfg.device)
-    set_seeds(seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result = MethodResult(device=describe(device))
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
+    result = ctx.result()
     sp = SiameseParams(**cfg.siamese.model_dump())
     pool = candidate_pool(dataset_dir, seed=seed, no_event=cfg.no_event)
     t0 = time.perf_counter()
@@ -272,11 +259,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
             result.metrics += metric_rows({"map": v}, task="retrieval", dataset=man.dataset, method=NAME, seed=seed,
                                           split="test", setting=f"k={k_max} m={m} type={t}", representation=rep,
                                           variant=model)
-    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
-                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device,
-                     "episodes": episodes, "embedding": emb, "timings_s": timings, "rankers": sorted(rankers),
+    result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
+    result.params.update({"episodes": episodes, "embedding": emb, "timings_s": timings, "rankers": sorted(rankers),
                      "siamese_used": sp.as_dict(), "tuning": tuning, "meta": meta_info,
-                     "n_pool": pool.num_rows, "pool_sources": _counts(pool["source"].to_pylist())}
+                     "n_pool": pool.num_rows, "pool_sources": _counts(pool["source"].to_pylist())})
     return result
 
 

@@ -38,7 +38,8 @@ from pydantic import Field
 from ..io import atomic_write_json
 from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
-from .spec import MethodConfig, merge_defaults
+from .context import MethodContext
+from .spec import MethodConfig
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,6 @@ class FrameDMLConfig(MethodConfig):
     model_id: Optional[str] = None
     max_length: int = Field(128, ge=8)
     eval_batch_size: int = Field(64, ge=1)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
     train: FrameDMLTraining = Field(default_factory=FrameDMLTraining)
 
 
@@ -208,16 +208,13 @@ def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, pat
     return save_png(fig, path)
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: FrameDMLConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Train and evaluate on one FrameNet dataset (see the module docstring)."""
     import pyarrow as pa
 
     from ..cluster.dense import max_dense_n
-    from ..data import Manifest, protocol_for
     from ..data.verbsplit import (assign, cap_per_lu, check_fold, dataset_table, fold_roles, frame_mentions,
                                   role_index, split_verbs, subsample)
-    from ..device import describe, resolve_device
     from ..evaluation.base import metric_rows
     from ..evaluation.frames import frame_rows
     from ..framedml.represent import embed, mix
@@ -229,18 +226,12 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     from ..training import Trainer
     from ..training.callbacks import EarlyStopping, EvalCallback
 
-    cfg = config if config is not None else FrameDMLConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    if "typed_mentions" not in man.kinds():
-        raise NotApplicable(f"{dataset_dir}: no mentions with gold frames (kinds: {sorted(man.kinds()) or 'none'})")
-    cfg = merge_defaults(cfg, protocol_for(man, NAME, "induction"))
+    cfg, man, seed, device, out_dir, resume = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, ctx.resume
+    dataset_dir = ctx.dataset_dir
     bad = [f for f in cfg.folds if not 0 <= f < cfg.n_sets]
     if bad:
         raise ValueError(f"folds {bad} outside [0, {cfg.n_sets})")
-    device = resolve_device(cfg.device)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result = MethodResult(device=describe(device))
+    result = ctx.result()
     fm = frame_mentions(dataset_dir, lu_pos=cfg.lu_pos, seed=seed)
     sets = split_verbs(fm.verb_frames(), n_sets=cfg.n_sets, seed=cfg.split_seed)
     set_of = assign(fm.verbs, sets)
@@ -305,7 +296,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                         stopper = EarlyStopping("dev_one_step_bcubed_f", mode="max", patience=cfg.train.epochs + 1,
                                                 restore_best=True)
                         callbacks = [EvalCallback(_dev_epoch_eval(base, items, dev, fm, cfg, device)), stopper]
-                    res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), fdir / tag, seed=seed,
+                    res = Trainer(model, task, cfg.train, fdir / tag, seed=seed,
                                   phase=f"fold{fold}/{tag}", callbacks=callbacks).fit(resume=resume)
                     result.add_training(res)
                     train_info = {"seconds": res.seconds, "seconds_per_epoch":
@@ -351,16 +342,16 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                     "alpha_one_step": choice["one_step"]["w+m"]["alpha"],
                                     "alpha_two_step": choice["two_step"]["w+m"]["alpha"],
                                     "dev_margins": {str(m): sc for m, _, sc in candidates}, **train_info}
-            ctx = dict(dataset=man.dataset, method=NAME, seed=seed, setting=setting, variant=loss)
+            row_ctx = dict(dataset=man.dataset, method=NAME, seed=seed, setting=setting, variant=loss)
             for (rep, clu), s in scores.items():
                 s = {k: v for k, v in s.items() if k != "alpha"}
-                result.metrics += frame_rows(s, split="test", representation=rep, clustering=clu, **ctx)
+                result.metrics += frame_rows(s, split="test", representation=rep, clustering=clu, **row_ctx)
                 per_fold.setdefault((loss, rep, clu), []).append(s)
             for clu in ("one_step", "two_step"):
                 d = choice[clu]["w+m"]
                 result.metrics += metric_rows({"bcubed_f": d[f"{clu}_bcubed_f"], "purity_f": d[f"{clu}_purity_f"],
                                                "n_clusters": d[f"{clu}_n_clusters"]}, task="induction", split="dev",
-                                              representation="w+m", clustering=clu, **ctx)
+                                              representation="w+m", clustering=clu, **row_ctx)
             facts = {"alpha_one_step": choice["one_step"]["w+m"]["alpha"],
                      "alpha_two_step": choice["two_step"]["w+m"]["alpha"]}
             if margin is not None:
@@ -370,7 +361,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
             if "seconds_per_epoch" in train_info:
                 facts["seconds_per_epoch"] = train_info["seconds_per_epoch"]
                 facts["train_seconds"] = train_info["seconds"]
-            result.metrics += metric_rows(facts, task="training", split="train", **ctx)
+            result.metrics += metric_rows(facts, task="training", split="train", **row_ctx)
             V_test = mix(emb_test["word"], emb_test["mask"], choice["one_step"]["w+m"]["alpha"])
             if loss == "vanilla":
                 vanilla_test = V_test
@@ -393,8 +384,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                          setting=f"mean of {len(ss)} folds{setting_extra}", representation=rep,
                                          clustering=clu, variant=loss)
     timings["total"] = round(time.perf_counter() - t0, 2)
-    result.params = {"method": NAME, "dataset": man.dataset, "seed": seed, "config": cfg.model_dump(mode="json"),
-                     "device": result.device, "selection": fm.selection, "dataset_table": table,
-                     "token_cache_hit": hits, "folds": folds_info, "timings_s": timings}
+    result.params = ctx.base_params(selection=fm.selection, dataset_table=table, token_cache_hit=hits, folds=folds_info,
+                                    timings_s=timings)
     atomic_write_json(out_dir / "frame_dml_params.json", result.params)
     return result

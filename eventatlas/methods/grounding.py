@@ -33,7 +33,8 @@ from pydantic import Field
 from ..io import atomic_write_json
 from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
-from .spec import MethodConfig, merge_defaults
+from .context import MethodContext
+from .spec import MethodConfig
 
 log = logging.getLogger(__name__)
 
@@ -137,25 +138,17 @@ def _eval_rows(gd, split, ranked, scores, cfg, ctx, variant) -> list[dict]:
     return rows
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: GroundingConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     import torch
 
-    from ..data import Manifest, protocol_for
     from ..evaluation.grounding import grounding_scores
-    from ..device import resolve_device
     from ..grounding import biencoder as B
     from ..grounding.data import load, setting
     from ..runinfo import set_seeds
     from ..training import Trainer
 
-    cfg = config if config is not None else GroundingConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    cfg = merge_defaults(cfg, protocol_for(man, NAME, "grounding"))
-    if "grounding" not in man.kinds():
-        raise NotApplicable(f"{dataset_dir}: not a grounding dataset (label sets over an event_types hierarchy)")
-    device = resolve_device(cfg.device)
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
     caps = {"train": cfg.max_train_mentions, **{s: cfg.max_eval_mentions for s in cfg.eval_splits}}
     gd = load(dataset_dir, max_mentions=caps, seed=seed, splits=("train", *cfg.eval_splits))
     if len(gd.splits["train"]) < 2:
@@ -163,12 +156,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     evals = [s for s in cfg.eval_splits if len(gd.splits[s])]
     if not evals:
         raise NotApplicable(f"{dataset_dir}: no mention in {cfg.eval_splits}")
-    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "setting": setting(gd), "representation": "marked"}
-    result = MethodResult()
-    result.params = {"method": NAME, "dataset": man.dataset, "selection": gd.record, "config": cfg.model_dump(mode="json"),
-                     "variants": {}}
+    rows_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "setting": setting(gd), "representation": "marked"}
+    result = ctx.result()
+    result.params = ctx.base_params(selection=gd.record, variants={})
     train_events = gd.events_of("train")
-    out_dir.mkdir(parents=True, exist_ok=True)
     dev_scores: dict[str, dict[str, float]] = {}
     labels = {v: variant_label(v, cfg) for v in cfg.variants}
     for variant in cfg.variants:
@@ -183,8 +174,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         info: dict[str, Any] = {}
         if variant in ("hp", "hp_hjl"):
             task = B.HierarchyTask(enc, c_items, gd.parent, train_events, n_h=cfg.n_h)
-            res = Trainer(model, task, cfg.hp.model_copy(update={"device": device}), vdir / "hp", seed=seed,
-                          phase=f"{label}/hp").fit()
+            res = Trainer(model, task, cfg.hp, vdir / "hp", seed=seed, phase=f"{label}/hp").fit()
             result.add_training(res)
             info["hp"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s}
         if variant in TRAINED:
@@ -206,8 +196,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 
                 stopper = EarlyStopping("dev_recall_at_min", patience=cfg.patience)
                 callbacks = [EvalCallback(dev_r_min), stopper]
-            res = Trainer(model, task, cfg.train.model_copy(update={"device": device}), vdir, seed=seed, phase=label,
-                          callbacks=callbacks).fit()
+            res = Trainer(model, task, cfg.train, vdir, seed=seed, phase=label, callbacks=callbacks).fit()
             result.add_training(res)
             info["train"] = {"steps": res.steps, "seconds": res.seconds, "examples_per_s": res.examples_per_s,
                              "tokens_per_s": res.tokens_per_s, "precision": res.precision}
@@ -220,7 +209,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         for split in evals:
             mv = _vectors(enc, m_items[split], cfg, device, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
-            rows = _eval_rows(gd, split, ranked, scores, cfg, ctx, label)
+            rows = _eval_rows(gd, split, ranked, scores, cfg, rows_ctx, label)
             result.metrics += rows
             if split == "dev" and variant != "untuned":
                 dev_scores[label] = grounding_scores([list(r) for r in ranked], gd.splits["dev"].golds,
@@ -238,7 +227,7 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
                                                  labels[cfg.variants[0]])
     result.params["best_on_dev"], result.params["best_on_dev_by"] = chosen, by
     if cfg.cross_encoder and chosen in {labels[v] for v in cfg.variants if v in TRAINED}:
-        _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result)
+        _cross(cfg, gd, out_dir, chosen, seed, device, rows_ctx, evals, result)
     atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
     result.add_artifact("grounding/params", out_dir / "grounding.json")
     return result
@@ -319,7 +308,7 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
 
     p_tr, y_tr, _ = pairs("train", True)
     model = X.CrossEncoder(enc)
-    res = Trainer(model, X.CrossTask(enc, p_tr, y_tr), cfg.cross.model_copy(update={"device": device}), out_dir / "cross",
+    res = Trainer(model, X.CrossTask(enc, p_tr, y_tr), cfg.cross, out_dir / "cross",
                   seed=seed, phase=f"cross:{chosen}").fit()
     result.add_training(res)
     info = {"bi_encoder": chosen, "train_mentions": len(p_tr), "steps": res.steps, "seconds": res.seconds,

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Literal, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from ..training.args import TrainingArgs
+
+Precision = Literal["auto", "fp32", "bf16"]
 
 
 class ParamError(ValueError):
@@ -20,11 +24,16 @@ class ParamError(ValueError):
 
 
 class MethodConfig(BaseModel):
-    """Base of every method's config: unknown keys are errors; ``device`` is where it encodes/trains."""
+    """Base of every method's config: unknown keys are errors. ``device`` is where it encodes and trains and
+    ``precision`` its autocast precision, both resolved once per run by the method context (``auto``:
+    :func:`eventatlas.device.default_precision`, fp32 on CPU); the resolved values are written here, so they
+    are part of the run's configuration. A nested ``precision`` left ``auto`` (an ``encoder`` or ``train``
+    block) takes the run's."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    precision: Precision = Field("auto", description="auto | fp32 | bf16 (auto: fp32 on CPU, bf16 on a GPU that has it)")
 
 
 class EncoderConfig(BaseModel):
@@ -32,26 +41,77 @@ class EncoderConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Precision = "auto"
     max_length: int = Field(256, ge=8)
     batch_size: int = Field(64, ge=1)
 
 
+def _training_defaults(defaults: Mapping[str, Any]) -> Callable[[Any], Any]:
+    def apply(value: Any) -> Any:
+        if isinstance(value, TrainingArgs):
+            return value
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            return value  # pydantic reports the type error
+        if "device" in value:
+            # one device per run (the method's `device`): a second one here used to be silently replaced
+            raise ValueError(f"'device' is set once per run, by the method's own 'device' key "
+                             f"(got {value['device']!r} here)")
+        return {**defaults, **value}
+
+    return apply
+
+
+def training_block(defaults: Mapping[str, Any], description: str = "") -> Any:
+    """The type of a config's training block: one :class:`TrainingArgs` whose defaults are the method's
+    ``defaults`` (data, not a subclass); the user's keys override them; ``device`` is refused (the run's
+    device is the method's ``device``). Use as ``train: training_block(D) = Field(default_factory=...)``,
+    or through :func:`training_field`."""
+    return Annotated[TrainingArgs, BeforeValidator(_training_defaults(dict(defaults))), Field(description=description)]
+
+
+def training_field(defaults: Mapping[str, Any], description: str = "") -> Any:
+    """``(type, default)`` of a training block: ``train: T = D`` with ``T, D = training_field({...})``."""
+    d = dict(defaults)
+    return training_block(d, description), Field(default_factory=lambda: TrainingArgs(**d))
+
+
 @dataclass(frozen=True)
 class MethodSpec:
+    """A method as ``train-all`` sees it. ``run`` is ``run(ctx: MethodContext) -> MethodResult``; the context
+    (:mod:`eventatlas.methods.context`) has already checked the dataset kinds against ``applies_to`` and
+    merged the dataset's registry protocol (``protocol`` task, under ``protocol_defaults``) into the config."""
+
     name: str
     config: str  # "module:Class" (imported lazily: validating --params must not import torch)
-    run: str  # "module:function" with signature run(dataset_dir, out_dir, *, seed, config) -> MethodResult
+    run: str  # "module:function" with signature run(ctx: MethodContext) -> MethodResult
     applies_to: frozenset[str]  # dataset kinds it can use
     tasks: tuple[str, ...]  # the `task` values of its metric rows
     gpu: Literal["no", "advised", "required"] = "no"
     description: str = ""
+    protocol: Optional[str] = None  # the task whose registry protocol fills unset config keys (protocol_for)
+    protocol_defaults: Mapping[str, Any] = field(default_factory=dict)  # under the dataset's protocol
 
     def config_class(self) -> type[MethodConfig]:
         return _load(self.config)
 
-    def runner(self) -> Callable[..., Any]:
+    def run_function(self) -> Callable[..., Any]:
+        """The method's ``run(ctx)``."""
         return _load(self.run)
+
+    def runner(self) -> Callable[..., Any]:
+        """``f(dataset_dir, out_dir, *, seed=0, config=None, resume=False, device=None, **params)``: build the
+        context and run the method in ``out_dir`` without a run record (tests, scripts; ``train-all`` and
+        ``eventatlas train`` go through :func:`eventatlas.runner.run_method`)."""
+        from .context import run_in_dir
+
+        def run(dataset_dir: Any, out_dir: Any, *, seed: int = 0, config: Any = None, resume: bool = False,
+                device: str | None = None, **params: Any) -> Any:
+            return run_in_dir(self, dataset_dir, out_dir, seed=seed, config=config if config is not None else params,
+                              resume=resume, device=device)
+
+        return run
 
     def validate(self, params: Mapping[str, Any] | MethodConfig | None) -> MethodConfig:
         cls = self.config_class()

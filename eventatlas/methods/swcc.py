@@ -29,6 +29,7 @@ from .. import config as paths
 from ..io import atomic_write_json
 from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
+from .context import MethodContext
 from .spec import MethodConfig
 
 log = logging.getLogger(__name__)
@@ -102,29 +103,19 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
     return out
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: SWCCConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
-    from ..data import Manifest
-    from ..device import describe, resolve_device
     from ..encode import Encoder
     from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
     from ..modeling import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..runinfo import set_seeds
     from ..swcc.data import load_events
     from ..swcc.model import SWCCModel
     from ..swcc.task import SWCCTask, switches
     from ..training import EvalCallback, Trainer
 
-    cfg = config if config is not None else SWCCConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    if "event_cooccurrence" not in man.kinds():
-        raise NotApplicable(f"{dataset_dir}: swcc trains on event co-occurrence (the event_tuples reader); "
-                            f"kinds here: {sorted(man.kinds()) or 'none'}")
-    device = resolve_device(cfg.device)
-    set_seeds(seed)
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
     sw = switches(cfg.variant)
     events = load_events(dataset_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
                          weighting=cfg.weighting)
@@ -152,26 +143,24 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 
     callbacks = [EvalCallback(score)] if (evals and cfg.eval_every_epoch) else []
     before = score() if evals else {}
-    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out_dir / "train", seed=seed,
-                      callbacks=callbacks, phase=cfg.variant)
-    res = trainer.fit(resume=resume)
+    trainer = Trainer(model, task, cfg.train, out_dir / "train", seed=seed, callbacks=callbacks, phase=cfg.variant)
+    res = trainer.fit(resume=ctx.resume)
 
-    result = MethodResult(device=describe(device))
+    result = ctx.result()
     result.add_training(res)
     e = Encoder(module=enc, device=device, precision="fp32", batch_size=cfg.eval_batch_size, progress=False)
     for name, table in evals.items():
         result.metrics += evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template,
                                                  lower=cfg.lower, dataset=name, method=NAME, seed=seed,
                                                  variant=cfg.variant)
-    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
-                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device,
-                     "switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
+    result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
+    result.params.update({"switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
                      "mlm_head": model.mlm_source, "eval_datasets": sorted(evals), "before_training": before,
-                     "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history}
+                     "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history})
     if sw.prototypes or cfg.n_prototypes:
         _prototype_artifacts(model, e, events.texts, cfg, rep, out_dir, seed, result)
     if cfg.save_model:
-        mdir = enc.save(out_dir / "model")
+        mdir = enc.save(ctx.model_dir)
         result.add_artifact("swcc/model", mdir / "config.json")
     atomic_write_json(out_dir / "swcc_summary.json", result.params)
     if not result.metrics:
