@@ -18,11 +18,12 @@ import pytest
 
 from conftest import shared_path
 from eventatlas.ingest import ingest
-from eventatlas.methods.untuned import run as untuned
+from eventatlas.methods import get_spec
 from eventatlas.runinfo import code_version, device_info
 from eventatlas.warehouse import Warehouse
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
+untuned = get_spec("untuned").runner()
 
 CEO_ARI = {("trigger", "agglomerative"): 48, ("trigger", "manifold"): 46,
            ("sentence", "agglomerative"): 18, ("sentence", "manifold"): 20}

@@ -259,7 +259,9 @@ def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch
     from tiny_models import tiny_bert
 
     from eventatlas.ingest import ingest_samples
-    from eventatlas.methods.untuned import run
+    from eventatlas.methods import get_spec
+
+    run = get_spec("untuned").runner()
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     ingest_samples(tmp_path / "ds", names=["ontoevent"])

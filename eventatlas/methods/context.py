@@ -147,13 +147,14 @@ def build_context(spec: MethodSpec, config: MethodConfig, manifest: "Manifest", 
                   resume: bool = False, record: dict[str, Any] | None = None) -> MethodContext:
     """The context of a run whose config :func:`resolve_config` made; checks the dataset kinds, seeds the
     RNGs and makes the run directory."""
-    from ..data import NotApplicable
+    from ..data import KINDS, NotApplicable
     from ..runinfo import set_seeds
 
     kinds = manifest.kinds()
     if not spec.applies(kinds):
-        raise NotApplicable(f"{manifest.path}: {spec.name} applies to {' or '.join(sorted(spec.applies_to))} "
-                            f"datasets; kinds here: {', '.join(sorted(kinds)) or 'none'}")
+        wants = "; or ".join(f"{k} ({KINDS.get(k, '?')})" for k in sorted(spec.applies_to))
+        raise NotApplicable(f"{manifest.path}: {spec.name} applies to {wants} datasets; kinds here: "
+                            f"{', '.join(sorted(kinds)) or 'none'}")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     set_seeds(seed)
