@@ -81,8 +81,6 @@ class SWCCConfig(MethodConfig):
 
 def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
     """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
-    import pyarrow.parquet as pq
-
     from ..data import Manifest, ingested
     from ..evaluation.pairs import benchmark_pairs
 
@@ -97,7 +95,7 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
             mans.append(Manifest.read(d))
     out = {}
     for m in sorted(mans, key=lambda m: m.dataset):
-        t = benchmark_pairs(pq.read_table(m.table("event_pairs")))
+        t = benchmark_pairs(m.read_table("event_pairs"))
         if t.num_rows:
             out[m.dataset] = t
     return out
