@@ -22,10 +22,9 @@ from pydantic import Field
 
 from .. import config as paths
 from ..io import atomic_write_json, sha256_file
-from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
-from .spec import MethodConfig
+from .spec import MethodConfig, training_field
 
 log = logging.getLogger(__name__)
 
@@ -38,19 +37,12 @@ Input = Literal["attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm"]
 Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
 
 
-class BatchAttentionTraining(TrainingArgs):
-    """The paper's settings (encoder lr 2e-5, the rest 1e-4, Adam, constant schedule with the
-    published code's 1000 warm-up steps capped at 20% of training, batch 10, 10 epochs, no clipping)."""
-
-    epochs: int = Field(10, ge=1)
-    batch_size: int = Field(10, ge=2)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-4, gt=0)
-    optimizer: Literal["adamw", "adam"] = "adam"
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(1000, ge=0)
-    warmup_max_ratio: Optional[float] = Field(0.2, ge=0, le=1)
-    max_grad_norm: Optional[float] = None
+# The paper's settings: encoder lr 2e-5, the rest 1e-4, Adam, constant schedule with the published code's
+# 1000 warm-up steps capped at 20% of training, batch 10, 10 epochs, no clipping. The batch attention
+# needs 2 mentions a batch, and the epoch choice at least one epoch.
+TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 10, "lr": 2e-5, "head_lr": 1e-4, "optimizer": "adam",
+                  "schedule": "constant", "warmup_steps": 1000, "warmup_max_ratio": 0.2, "max_grad_norm": None}
+BatchAttentionTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2, "epochs": 1})
 
 
 class BatchAttentionConfig(MethodConfig):
@@ -92,7 +84,7 @@ class BatchAttentionConfig(MethodConfig):
     stop_rule: Literal["paper", "code"] = "paper"
     stop_window: int = Field(5, ge=1)
     keep_models: Literal["all", "chosen", "none"] = "chosen"
-    train: BatchAttentionTraining = Field(default_factory=BatchAttentionTraining)
+    train: BatchAttentionTraining = _TRAIN
 
 
 def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None:

@@ -36,10 +36,9 @@ import numpy as np
 from pydantic import Field
 
 from ..io import atomic_write_json
-from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
-from .spec import MethodConfig
+from .spec import MethodConfig, training_field
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +48,13 @@ DEFAULT_MARGINS = {"contrastive": [0.1, 0.2, 0.5, 1.0], "triplet": [0.1, 0.2, 0.
                    "arcface": [0.01, 0.02, 0.05, 0.1]}
 
 
-class FrameDMLTraining(TrainingArgs):
-    """The paper's fine-tuning: AdamW lr 1e-5, batch 32, 5 epochs, gradient clipping 1.0, constant
-    rate; classification heads (softmax / ArcFace / AdaCos class weights) in their own group at
-    ``head_lr`` (randomly initialised, so faster than the encoder)."""
-
-    epochs: int = Field(5, ge=0)
-    batch_size: int = Field(32, ge=2)
-    lr: float = Field(1e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-3, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    max_grad_norm: Optional[float] = Field(1.0, gt=0)
-    checkpoints: bool = False  # one short training per (fold, loss, margin); resume reruns it
+# The paper's fine-tuning: AdamW lr 1e-5, batch 32, 5 epochs, gradient clipping 1.0, constant rate;
+# classification heads (softmax / ArcFace / AdaCos class weights) in their own group at head_lr (randomly
+# initialised, so faster than the encoder); no checkpoints: one short training per (fold, loss, margin),
+# resume reruns it. Pairs and triplets come from the batch: at least 2 a batch.
+TRAIN_DEFAULTS = {"epochs": 5, "batch_size": 32, "lr": 1e-5, "head_lr": 1e-3, "schedule": "constant",
+                  "max_grad_norm": 1.0, "checkpoints": False}
+FrameDMLTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2})
 
 
 class FrameDMLConfig(MethodConfig):
@@ -88,7 +82,7 @@ class FrameDMLConfig(MethodConfig):
     model_id: Optional[str] = None
     max_length: int = Field(128, ge=8)
     eval_batch_size: int = Field(64, ge=1)
-    train: FrameDMLTraining = Field(default_factory=FrameDMLTraining)
+    train: FrameDMLTraining = _TRAIN
 
 
 def _margins(cfg: FrameDMLConfig, loss: str) -> list[float | None]:

@@ -31,10 +31,9 @@ import numpy as np
 from pydantic import Field
 
 from ..io import atomic_write_json
-from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
-from .spec import MethodConfig
+from .spec import MethodConfig, training_field
 
 log = logging.getLogger(__name__)
 
@@ -43,37 +42,18 @@ Variant = Literal["untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"]
 TRAINED = ("baseline", "multilabel", "hp", "hjl", "hp_hjl")
 
 
-class GroundingTraining(TrainingArgs):
-    """Bi-encoder training (paper: lr 2e-5 ... here 1 epoch by default for CPU budgets)."""
-
-    epochs: int = Field(1, ge=1)
-    batch_size: int = Field(32, ge=2)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-3, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "linear"
-    checkpoints: bool = False
-    plot: bool = True
-
-
-class HPTraining(TrainingArgs):
-    """HP pre-training on the hierarchy loss (a few passes over the training trees)."""
-
-    epochs: int = Field(3, ge=1)
-    batch_size: int = Field(8, ge=1)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-3, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    checkpoints: bool = False
-    plot: bool = False
-
-
-class CrossTraining(TrainingArgs):
-    epochs: int = Field(1, ge=1)
-    batch_size: int = Field(4, ge=1)  # mentions per batch (x k pairs)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-3, gt=0)
-    checkpoints: bool = False
-    plot: bool = True
+# Bi-encoder training (paper: lr 2e-5 ... here 1 epoch by default for CPU budgets); in-batch candidates:
+# at least 2 mentions a batch.
+TRAIN_DEFAULTS = {"epochs": 1, "batch_size": 32, "lr": 2e-5, "head_lr": 1e-3, "schedule": "linear",
+                  "checkpoints": False, "plot": True}
+# HP pre-training on the hierarchy loss (a few passes over the training trees)
+HP_DEFAULTS = {"epochs": 3, "batch_size": 8, "lr": 2e-5, "head_lr": 1e-3, "schedule": "constant",
+               "checkpoints": False, "plot": False}
+# the cross-encoder: batch_size = mentions per batch (x cross_k pairs)
+CROSS_DEFAULTS = {"epochs": 1, "batch_size": 4, "lr": 2e-5, "head_lr": 1e-3, "checkpoints": False, "plot": True}
+GroundingTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2, "epochs": 1})
+HPTraining, _HP = training_field(HP_DEFAULTS, {"epochs": 1})
+CrossTraining, _CROSS = training_field(CROSS_DEFAULTS, {"epochs": 1})
 
 
 class GroundingConfig(MethodConfig):
@@ -107,9 +87,9 @@ class GroundingConfig(MethodConfig):
     max_cross_train_mentions: Optional[int] = Field(1000, ge=2)
     eval_batch_size: int = Field(64, ge=1)
     keep_models: bool = True
-    train: GroundingTraining = Field(default_factory=GroundingTraining)
-    hp: HPTraining = Field(default_factory=HPTraining)
-    cross: CrossTraining = Field(default_factory=CrossTraining)
+    train: GroundingTraining = _TRAIN
+    hp: HPTraining = _HP
+    cross: CrossTraining = _CROSS
 
 
 def _encoder(cfg: GroundingConfig):

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal, Mapping, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..training.args import TrainingArgs
 
@@ -54,27 +54,30 @@ def _training_defaults(defaults: Mapping[str, Any]) -> Callable[[Any], Any]:
             value = {}
         if not isinstance(value, Mapping):
             return value  # pydantic reports the type error
-        if "device" in value:
-            # one device per run (the method's `device`): a second one here used to be silently replaced
-            raise ValueError(f"'device' is set once per run, by the method's own 'device' key "
-                             f"(got {value['device']!r} here)")
         return {**defaults, **value}
 
     return apply
 
 
-def training_block(defaults: Mapping[str, Any], description: str = "") -> Any:
-    """The type of a config's training block: one :class:`TrainingArgs` whose defaults are the method's
-    ``defaults`` (data, not a subclass); the user's keys override them; ``device`` is refused (the run's
-    device is the method's ``device``). Use as ``train: training_block(D) = Field(default_factory=...)``,
-    or through :func:`training_field`."""
-    return Annotated[TrainingArgs, BeforeValidator(_training_defaults(dict(defaults))), Field(description=description)]
+def _training_minimums(minimums: Mapping[str, int]) -> Callable[[TrainingArgs], TrainingArgs]:
+    def check(args: TrainingArgs) -> TrainingArgs:
+        for key, low in minimums.items():
+            if getattr(args, key) < low:
+                raise ValueError(f"{key} must be >= {low} for this method (got {getattr(args, key)})")
+        return args
+
+    return check
 
 
-def training_field(defaults: Mapping[str, Any], description: str = "") -> Any:
-    """``(type, default)`` of a training block: ``train: T = D`` with ``T, D = training_field({...})``."""
+def training_field(defaults: Mapping[str, Any], minimums: Mapping[str, int] | None = None) -> Any:
+    """``(type, default)`` of a config's training block: one :class:`TrainingArgs` whose defaults are the
+    method's ``defaults`` (data, not a subclass), the user's keys over them, and ``minimums`` (e.g. a batch
+    of 2 for in-batch negatives) checked. Use: ``T, D = training_field({...})`` then ``train: T = D``."""
     d = dict(defaults)
-    return training_block(d, description), Field(default_factory=lambda: TrainingArgs(**d))
+    TrainingArgs(**d)  # a bad defaults dict fails at import, not in a user's run
+    typ = Annotated[TrainingArgs, BeforeValidator(_training_defaults(d)),
+                    AfterValidator(_training_minimums(dict(minimums or {})))]
+    return typ, Field(default_factory=lambda: TrainingArgs(**d))
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,9 @@ from pydantic import Field
 
 from .. import config as paths
 from ..io import atomic_write_json
-from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
-from .spec import MethodConfig
+from .spec import MethodConfig, training_field
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +37,12 @@ NAME = "swcc"
 Variant = Literal["swcc", "no_prototypes", "no_weak", "no_mlm", "infonce", "margin"]
 
 
-class SWCCTraining(TrainingArgs):
-    """The paper's optimiser (Adam, betas (0.9, 0.997), eps 1e-9, batch 256) with rates tuned here (the
-    paper's 2e-7 encoder rate is for 4M events; see README): encoder ``lr``, prototypes/MLM head ``head_lr``
-    (the authors' code: 5e-4)."""
-
-    epochs: int = Field(2, ge=0)
-    batch_size: int = Field(256, ge=2)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(5e-4, gt=0)
-    optimizer: Literal["adamw", "adam"] = "adam"
-    betas: tuple[float, float] = (0.9, 0.997)
-    eps: float = Field(1e-9, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    drop_last: bool = True  # in-batch negatives: no tiny last batch
+# The paper's optimiser (Adam, betas (0.9, 0.997), eps 1e-9, batch 256) with rates tuned here (the paper's
+# 2e-7 encoder rate is for 4M events; see README): encoder lr, prototypes/MLM head head_lr (the authors'
+# code: 5e-4). In-batch negatives: at least 2 a batch, and no tiny last batch (drop_last).
+TRAIN_DEFAULTS = {"epochs": 2, "batch_size": 256, "lr": 2e-5, "head_lr": 5e-4, "optimizer": "adam",
+                  "betas": (0.9, 0.997), "eps": 1e-9, "schedule": "constant", "drop_last": True}
+SWCCTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2})
 
 
 class SWCCConfig(MethodConfig):
@@ -76,7 +67,7 @@ class SWCCConfig(MethodConfig):
     eval_batch_size: int = Field(128, ge=1)
     plot_events: int = Field(2000, ge=10)
     save_model: bool = False
-    train: SWCCTraining = Field(default_factory=SWCCTraining)
+    train: SWCCTraining = _TRAIN
 
 
 def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
