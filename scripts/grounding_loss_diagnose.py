@@ -29,9 +29,9 @@ import torch
 from eventatlas.evaluation._vectors import unit_rows
 from eventatlas.grounding import biencoder as B
 from eventatlas.grounding.data import load
-from eventatlas.grounding.loss_multilabel import batch_candidates, multilabel_bce
-from eventatlas.grounding.loss_multisoftmax import multipositive_softmax
-from eventatlas.grounding.loss_softmax import batch_targets, softmax_ce
+from eventatlas.grounding.losses.multilabel import batch_candidates, multilabel_bce
+from eventatlas.grounding.losses.multisoftmax import multipositive_softmax
+from eventatlas.grounding.losses.softmax import batch_targets, softmax_ce
 from eventatlas.modeling import MentionEncoder
 from eventatlas.training.sampler import BucketBatchSampler
 

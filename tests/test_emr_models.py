@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.emr.loss import siamese_loss
+from eventatlas.emr.losses.siamese import siamese_loss
 from eventatlas.emr.models import (QueryNetworks, SiameseParams, adhoc_query, positive_pairs, siamese_rank_scores,
                                    siamese_scores, train_query_networks)
 

@@ -79,7 +79,7 @@ def test_pseudo_labels_unmask_only_unseen_unseen_pairs_hand_computed():
 
     import torch
 
-    from eventatlas.induction.loss import label_matrices, masked_contrastive_loss
+    from eventatlas.induction.losses.masked_contrastive import label_matrices, masked_contrastive_loss
 
     l3 = math.log(3.0)
     s = torch.tensor([[l3, 0.0, l3, -l3], [0.0, l3, 0.0, l3], [-l3, l3, 0.0, l3], [l3, -l3, 0.0, -l3]])
