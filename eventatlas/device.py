@@ -14,8 +14,9 @@ different load (OntoEvent ARI 48.5 vs 48.7 on CPU). On CPUs bf16 speed depends o
 bare Linear was 1.2x faster), so no fixed rule would be fast everywhere: fp32 is the one that gives the
 same numbers everywhere. On CUDA, bf16 support is a property of the GPU model and bf16 is native and
 much faster there. The CPU timing probe (real attention + MLP layers of the model's shape) is kept as
-*advice*: :func:`advise_precision` logs once per process when bf16 would be faster, and a user who wants
-it sets ``precision: bf16``, which is then part of the run's configuration.
+*advice*: ``python -m eventatlas.device`` measures it (cached), :func:`advise_precision` then logs once
+per process that bf16 would be faster, and a user who wants it sets ``precision: bf16``, which is then part
+of the run's configuration.
 Probe results are cached per (CPU, torch, threads, shape, mode) under ``cache_dir()/probes``.
 """
 from __future__ import annotations
@@ -139,19 +140,21 @@ _ADVISED: set[str] = set()
 
 
 def advise_precision(shape: dict[str, int], mode: str = "inference") -> bool:
-    """Run (or read the cached) CPU timing probe and log, once per process and probe key, when bf16 would
-    be faster here. Advice only: the precision of a run never depends on it."""
+    """Log, once per process and probe key, when this machine's timing probe found bf16 faster. Advice
+    only: the precision of a run never depends on it. It reads a probe already measured (cached by
+    :func:`cpu_bf16_faster`: ``python -m eventatlas.device``, or the training benchmark); a run never pays
+    for a probe."""
     key = _probe_key(shape, mode)
     if key in _ADVISED:
-        return _PROBES.get(key, {}).get("bf16_faster", False)
+        return False
     _ADVISED.add(key)
-    faster = cpu_bf16_faster(shape, mode)
-    if faster:
-        r = _PROBES[key]
+    res = _PROBES.get(key) or _read_json(config.cache_dir() / "probes" / "precision.json").get(key)
+    if res and res.get("bf16_faster"):
         log.info("precision advice (%s, %s): bf16 autocast measured faster here (fp32 %.1f ms, bf16 %.1f ms); "
                  "runs stay fp32 unless you set precision bf16 (a different configuration, slightly different "
-                 "numbers)", mode, cpu_name(), r["fp32_ms"], r["bf16_ms"])
-    return faster
+                 "numbers)", mode, cpu_name(), res["fp32_ms"], res["bf16_ms"])
+        return True
+    return False
 
 
 def ensure_device(device: str | None) -> str:
@@ -251,3 +254,9 @@ def set_threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(int(n))
+
+
+if __name__ == "__main__":  # measure (and cache) this CPU's bf16 probe: python -m eventatlas.device
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for m in ("inference", "train"):
+        cpu_bf16_faster({}, m)

@@ -31,7 +31,8 @@ def _params(model, **extra):
 
 
 def _probe_says(monkeypatch, faster: bool):
-    """A 'machine' whose CPU timing probe finds bf16 faster (or slower) than fp32."""
+    """A 'machine' whose CPU timing probe (measured and cached, as ``python -m eventatlas.device`` does)
+    found bf16 faster (or slower) than fp32."""
     from eventatlas import device as dev
 
     def fake(s, mode, reps=3):
@@ -40,6 +41,7 @@ def _probe_says(monkeypatch, faster: bool):
     monkeypatch.setattr(dev, "_probe", fake)
     monkeypatch.setattr(dev, "_PROBES", {})
     monkeypatch.setattr(dev, "_ADVISED", set())
+    assert dev.cpu_bf16_faster({}, "inference") is faster
 
 
 def test_precision_is_the_same_on_two_machines_and_recorded(onto, eventatlas_env, monkeypatch, caplog):
