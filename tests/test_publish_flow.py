@@ -172,7 +172,8 @@ def test_posthoc_writes_records_and_eventatlas_publish_lands_them(tmp_path, monk
 
     from eventatlas.data import Manifest, select_labelled
     from eventatlas.methods import batch_attention_posthoc as posthoc
-    from eventatlas.methods.batch_attention import BatchAttentionConfig, train_representation
+    from eventatlas.induction.protocol import train_representation
+    from eventatlas.methods.batch_attention import BatchAttentionConfig
 
     monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
     wh_path = tmp_path / "wh.duckdb"
