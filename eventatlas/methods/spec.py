@@ -94,7 +94,7 @@ class MethodSpec:
     gpu: Literal["no", "advised", "required"] = "no"
     description: str = ""
     protocol: Optional[str] = None  # the task whose registry protocol fills unset config keys (protocol_for)
-    protocol_defaults: Mapping[str, Any] = field(default_factory=dict)  # under the dataset's protocol
+    protocol_defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)  # under the dataset's protocol
 
     def config_class(self) -> type[MethodConfig]:
         return _load(self.config)
