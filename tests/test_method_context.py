@@ -115,6 +115,19 @@ def test_a_params_device_is_honoured_or_refused_in_one_line(onto, eventatlas_env
     assert (cfg.train.epochs, cfg.train.lr, cfg.train.schedule) == (2, 1e-5, "constant")  # the method's defaults
 
 
+def test_training_defaults_are_data_per_method():
+    # one TrainingArgs, each method's defaults as data; the user's keys over them; minimums kept
+    swcc, grounding = get_spec("swcc").validate({"train": {"lr": 1e-3}}), get_spec("grounding").validate({})
+    assert type(swcc.train) is type(grounding.train) is type(grounding.hp)
+    assert (swcc.train.lr, swcc.train.optimizer, swcc.train.betas, swcc.train.drop_last) == (1e-3, "adam", (0.9, 0.997), True)
+    assert (grounding.train.schedule, grounding.hp.schedule, grounding.hp.epochs, grounding.cross.batch_size) == \
+        ("linear", "constant", 3, 4)
+    with pytest.raises(ParamError, match=r"^--params: swcc\.train: Value error, batch_size must be >= 2 for this method"):
+        get_spec("swcc").validate({"train": {"batch_size": 1}})
+    with pytest.raises(ParamError, match="unknown key 'train.epoch' \\(did you mean 'epochs'\\?\\)"):
+        get_spec("frame_dml").validate({"train": {"epoch": 1}})
+
+
 def test_context_checks_kinds_and_gives_the_model_dir(onto, eventatlas_env):
     from eventatlas.data import Manifest, NotApplicable
     from eventatlas.methods.context import build_context, resolve_config
