@@ -58,7 +58,26 @@ class DownloadFailed(RuntimeError):
         self.transient = transient
 
 
+# seconds between tries of a download that failed transiently after the local retries: the ingest task's
+# Prefect retries and the CLI's direct path (`retry_transient`) both wait these
+TRANSIENT_RETRY_DELAYS = (10, 30, 90)
+
 log = logging.getLogger(__name__)
+
+
+def retry_transient(fn, delays=TRANSIENT_RETRY_DELAYS, warn=None):
+    """``fn()``, tried again after each of ``delays`` seconds while it raises a transient
+    :class:`DownloadFailed` (what the ingest task's Prefect retries do, without Prefect); anything
+    else, or the last failure, is raised."""
+    left = list(delays)
+    while True:
+        try:
+            return fn()
+        except DownloadFailed as e:
+            if not e.transient or not left:
+                raise
+            (warn or log.warning)(f"download failed ({e}); trying again in {left[0]} s")
+            time.sleep(left.pop(0))
 
 _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")            # sha256sum: "HEX  name" / "HEX *name"
 _BSD_LINE = re.compile(r"^SHA256 \((.+)\) = ([0-9a-fA-F]{64})$")   # sha256sum --tag / BSD sha256

@@ -317,6 +317,13 @@ def list_ingested(datasets_dir: str | Path | None = None) -> list[dict]:
 __all__ = ["ingest", "ingest_samples", "list_ingested", "list_versions", "restore_version", "clean_stale_temp", "SCHEMA_VERSION"]
 
 
+def ingest_dataset(name: str, path: str | None = None, download: bool = False, dataset: str | None = None,
+                   opts: dict[str, Any] | None = None) -> dict:
+    """The ingest job of the `ingest` flow's task and of the CLI's direct path: :func:`ingest` with the
+    options as the flow passes them, returning the manifest with ``dataset`` and ``dataset_dir``."""
+    return with_dataset_dir(ingest(name, path, dataset=dataset, download=download, **(opts or {})), dataset or name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m eventatlas.ingest NAME [PATH] [--download ...]`` or ``--samples``."""
     import argparse

@@ -57,7 +57,3 @@ def set_verbosity(verbose: bool) -> None:
         for h in logging.getLogger().handlers:
             if type(h).__name__ == "PrefectConsoleHandler":
                 h.setLevel(logging.NOTSET if verbose else logging.CRITICAL)
-
-
-def is_verbose() -> bool:
-    return os.environ.get("EVENTATLAS_VERBOSE") == "1"

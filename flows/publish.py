@@ -1,4 +1,4 @@
-"""``publish``: land run records written outside a flow (e.g. ``eventatlas.methods.batch_attention_posthoc``)
+"""``publish``: land run records written outside a flow (e.g. ``eventatlas train``, ``eventatlas ensemble``)
 in the warehouse through the publish task, the one warehouse writer."""
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from eventatlas import config
 from eventatlas.data import ingested as ingested_manifests
-# run records live in the core so core code (e.g. methods.batch_attention_posthoc) writes them without tasks/
+# run records live in the core so core code (e.g. eventatlas.ensemble) writes them without tasks/
 from eventatlas.records import data_fingerprint, read_record, write_record  # noqa: F401 (re-exported)
 
 

@@ -13,16 +13,12 @@ from eventatlas import config
 def ingest_task(name: str, path: str | None = None, download: bool = False, dataset: str | None = None,
                 opts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Returns the manifest plus ``dataset_dir`` (where the tables landed)."""
-    from eventatlas.ingest import ingest, with_dataset_dir
+    from eventatlas.ingest import ingest_dataset
 
-    logger = get_run_logger()
-    manifest = ingest(name, path, dataset=dataset, download=download, **(opts or {}))
-    out = with_dataset_dir(manifest, dataset or name)
-    ds = out["dataset"]
-    source = manifest.get("source") or path
-    how = "downloaded to" if manifest.get("download") else "from"
-    logger.info("ingested %s %s %s: rows=%s rejects=%s", ds, how, source, manifest.get("rows"),
-                manifest.get("rejects"))
+    out = ingest_dataset(name, path, download, dataset, opts)
+    how = "downloaded to" if out.get("download") else "from"
+    get_run_logger().info("ingested %s %s %s: rows=%s rejects=%s", out["dataset"], how, out.get("source") or path,
+                          out.get("rows"), out.get("rejects"))
     return out
 
 
@@ -39,19 +35,10 @@ def ingest_task_for(download: bool):
     """Network tasks retry transient failures (after the downloader's own retries); the rest fails fast."""
     if not download:
         return ingest_task
-    return ingest_task.with_options(retries=3, retry_delay_seconds=[10, 30, 90], retry_condition_fn=transient_failure)
+    from eventatlas.download import TRANSIENT_RETRY_DELAYS
 
-
-@task(name="ingest-samples")
-def ingest_samples_task() -> list[dict[str, Any]]:
-    from eventatlas.ingest import ingest_samples
-
-    logger = get_run_logger()
-    manifests = ingest_samples()
-    if isinstance(manifests, dict):  # name -> manifest
-        manifests = list(manifests.values())
-    logger.info("ingested %d sample datasets", len(manifests))
-    return [m for m in manifests]
+    return ingest_task.with_options(retries=len(TRANSIENT_RETRY_DELAYS), retry_delay_seconds=list(TRANSIENT_RETRY_DELAYS),
+                                    retry_condition_fn=transient_failure)
 
 
 def dataset_dir_of(manifest: dict[str, Any]) -> Path:

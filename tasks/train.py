@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
 from eventatlas import config
@@ -32,8 +31,3 @@ def train_task(method: str, dataset: str, seed: int = 0, params: dict[str, Any] 
     logger.info("%s on %s (seed %d): %s%s", method, dataset, seed, run["status"],
                 f" ({run['error']})" if run.get("error") else "")
     return str(path)
-
-
-def load_metrics(record: dict[str, Any]) -> list[dict[str, Any]]:
-    p = record.get("metrics_path")
-    return pq.read_table(p).to_pylist() if p else []

@@ -11,7 +11,7 @@ from eventatlas.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
             "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search", "ground", "runs",
-            "extract-events"]
+            "extract-events", "ensemble"]
 runner = CliRunner()
 
 
@@ -55,8 +55,10 @@ def test_migrate_sql_leaderboard(eventatlas_env):
     line = next(ln for ln in r.output.splitlines() if "onto" in ln)
     # best 48.1, mean 46.1, sample std of (48.12, 44.12) = 2.83 -> 2.8, 2 seeds
     cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-    assert cells[:8] == ["induction", "onto", "", "untuned", "trigger", "agglomerative", "", "2"]
-    assert cells[8:11] == ["46.1", "2.8", "48.1"]
+    # columns empty in every row (setting, variant, precision) are left out
+    assert _header(r.output) == ["task", "dataset", "split", "method", "rep", "clustering", "seeds", "ari_mean",
+                                 "ari_std", "ari"]
+    assert cells == ["induction", "onto", "all", "untuned", "trigger", "agglomerative", "2", "46.1", "2.8", "48.1"]
     r = runner.invoke(app, ["sql", "SELECT metric, round(value, 4) AS v FROM metrics ORDER BY v"])
     assert r.exit_code == 0 and "0.4412" in r.output and "0.4812" in r.output
     r = runner.invoke(app, ["sql", "DELETE FROM metrics"])
@@ -103,7 +105,10 @@ def test_unavailable_device_is_refused_before_anything_runs(eventatlas_env, monk
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     r = runner.invoke(app, ["train-all", "--device", "cuda"], terminal_width=300)
     assert r.exit_code == 2 and "no CUDA GPU" in r.output
-    r = runner.invoke(app, ["train", "untuned", "nosuch", "--device", "cuda:1"], terminal_width=300)
+    ds = eventatlas_env / "ds"
+    ds.mkdir()
+    (ds / "manifest.json").write_text("{}")
+    r = runner.invoke(app, ["train", "untuned", str(ds), "--device", "cuda:1"], terminal_width=300)
     assert r.exit_code == 2 and "no CUDA GPU" in r.output
 
 
@@ -155,7 +160,16 @@ def _cells(output: str, needle: str) -> list[str]:
     return [c.strip() for c in line.strip("│┃ ").split("│")]
 
 
-def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env):
+def _header(output: str, after: int = 0) -> list[str]:
+    """The column names of the first table header after line ``after``."""
+    line = next(ln for ln in output.splitlines()[after:] if ln.startswith("┃"))
+    return [c.strip() for c in line.strip("┃ ").split("┃")]
+
+
+def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeypatch):
+    from eventatlas import cli
+
+    monkeypatch.setattr(cli.console, "width", 300)  # one table row a line
     wh = Warehouse()
     wh.migrate()
     base = {"dataset": "onto", "split": "unseen", "method": "ba", "representation": "trigger", "seed": 0}
@@ -173,19 +187,24 @@ def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env):
     titles = [ln.strip() for ln in r.output.splitlines() if "leaderboard from" in ln]
     assert [t.split()[0] for t in titles] == ["induction", "naming", "training"]
     # induction: sorted by ari (best first), variant and setting shown; fractions x100
+    assert _header(r.output) == ["task", "dataset", "split", "setting", "method", "rep", "clustering", "variant",
+                                 "seeds", "ari_mean", "ari_std", "ari"]
     rows = [_cells(r.output, "attn_cos"), _cells(r.output, "│ ft"), _cells(r.output, "10 seen")]
-    assert rows[0] == ["induction", "onto", "", "ba", "trigger", "manifold", "attn_cos", "1", "41", "", "41"]
-    assert rows[1][6] == "ft" and rows[1][-1] == "45" and rows[2][2].startswith("10 seen") and rows[2][-1] == "30"
+    assert rows[0] == ["induction", "onto", "unseen", "", "ba", "trigger", "manifold", "attn_cos", "1", "41", "", "41"]
+    assert rows[1][7] == "ft" and rows[1][-1] == "45" and rows[2][3].startswith("10 seen") and rows[2][-1] == "30"
     lines = r.output.splitlines()
     assert lines.index(next(ln for ln in lines if "│ 45" in ln)) < lines.index(next(ln for ln in lines if "│ 41" in ln))
-    # naming: hits@1 x100 by default; training: the chosen epoch as it is, not x100
-    assert _cells(r.output, "perfect")[-1] == "50"
+    # naming: hits@1 (x100) first, then the task's other metric (the report's rule: at most 6 metrics, all
+    # shown); training: the chosen epoch as it is, not x100
+    naming = r.output.splitlines().index(next(ln for ln in r.output.splitlines() if ln.strip().startswith("naming ")))
+    assert _header(r.output, naming)[-2:] == ["naming_hits@1", "naming_mean_rank"]
+    assert _cells(r.output, "perfect")[-2:] == ["50", "2.4"]
     assert _cells(r.output, "stopping")[-1] == "3"
 
     r = runner.invoke(app, ["leaderboard", "--task", "naming", "--metrics", "naming_mean_rank,naming_hits@1"])
     assert r.exit_code == 0, r.output
     # a rank is shown as it is (mean, std over 1 seed, best), hits@1 x100
-    assert "induction" not in r.output and _cells(r.output, "perfect")[8:] == ["2.4", "", "2.4", "50"]
+    assert "induction" not in r.output and _cells(r.output, "perfect")[-4:] == ["2.4", "", "2.4", "50"]
 
     for args, msg in ((["--task", "nope"], "unknown task 'nope'; known in "),
                       (["--dataset", "maven"], "unknown dataset 'maven'; known in "),

@@ -150,7 +150,7 @@ def test_retry_condition_only_transient():
 
 def test_missing_or_ambiguous_sums_refused_before_prefect(release, monkeypatch):
     """Settled in the CLI itself: no flow starts, no request is made."""
-    from eventatlas import cli
+    from eventatlas.cli import data as cli
 
     # neither way to run the ingest (a Prefect flow, or directly) is even asked about: proven by the
     # calls themselves rather than by a wall-clock bound that a loaded machine could exceed

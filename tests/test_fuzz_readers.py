@@ -64,6 +64,15 @@ def _set(obj, path, value):
     obj[path[-1]] = value
 
 
+def _json_lines(data: bytes) -> bool:
+    """A ``.json`` file holding JSON lines (TextEE's split files): mutated record by record."""
+    try:
+        json.loads(data.decode("utf-8-sig"))
+        return False
+    except ValueError:
+        return True
+
+
 @st.composite
 def mutation(draw, data: bytes, suffix: str):
     """(kind, mutated bytes) of one sample file: byte-level damage, or a value of the wrong type in a JSON
@@ -95,7 +104,7 @@ def mutation(draw, data: bytes, suffix: str):
         lines[i], lines[j] = lines[j], lines[i]
         return kind, b"\n".join(lines)
     if kind == "json_value":
-        if suffix == ".jsonl":
+        if suffix == ".jsonl" or _json_lines(data):
             recs = [json.loads(x) for x in data.decode("utf-8-sig").splitlines() if x.strip()]
             k = draw(st.integers(0, len(recs) - 1))
             paths = list(_json_paths(recs[k]))

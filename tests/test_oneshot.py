@@ -107,7 +107,7 @@ def test_ingest_with_an_api_goes_through_the_prefect_flow(clean_env, monkeypatch
 
 def test_direct_ingest_retries_a_transient_download_failure_like_the_task(clean_env, monkeypatch):
     import eventatlas.ingest as core
-    from eventatlas import cli
+    from eventatlas.cli import data as cli
     from eventatlas.download import DownloadFailed
 
     calls, slept = [], []

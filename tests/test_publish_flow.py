@@ -1,6 +1,6 @@
 """The publish path: run records (core, eventatlas.records) landed by the `publish` flow / task,
-training logs included, PNG plots attached to the Prefect run, and `eventatlas publish` on the
-records `python -m eventatlas.methods.batch_attention_posthoc evaluate` writes."""
+training logs included, PNG plots attached to the Prefect run, `eventatlas publish` on records written
+outside a flow, and `eventatlas ensemble` publishing the ensemble of finished runs."""
 from __future__ import annotations
 
 import asyncio
@@ -165,57 +165,52 @@ def test_publish_flow_refuses_bad_rows_with_a_clear_error(env, tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_posthoc_writes_records_and_eventatlas_publish_lands_them(tmp_path, monkeypatch):
-    """Two seeds trained in the background, evaluated post hoc (records only, no warehouse), then
-    `eventatlas publish DIR` (the real console command, in a subprocess)."""
+def test_ensemble_of_finished_runs_is_a_published_run(tmp_path, monkeypatch):
+    """Two seeds trained by `eventatlas train`'s core (records only), then `eventatlas ensemble RUN RUN` (the
+    real console command, in a subprocess) writes the ensemble's record and lands it through the publish path."""
     from test_induction_flow import _tiny_bert, _write_dataset
 
-    from eventatlas.data import Manifest, select_labelled
-    from eventatlas.methods import batch_attention_posthoc as posthoc
-    from eventatlas.induction.protocol import train_representation
-    from eventatlas.methods.batch_attention import BatchAttentionConfig
+    from eventatlas.runner import run_method
 
     monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     wh_path = tmp_path / "wh.duckdb"
     ddir = _write_dataset(tmp_path / "data")
     model = _tiny_bert(tmp_path)
-    out = tmp_path / "bg"
-    cfg = BatchAttentionConfig(model_id=str(model), augmentation="token_perturb", stop_window=2,
-                               train={"epochs": 2, "batch_size": 8, "precision": "fp32", "threads": 1})
-    for seed in (0, 1):
-        sel = select_labelled(ddir, k_seen=2, seed=seed)
-        train_representation(sel, cfg, "trigger", out / f"s{seed}", seed=seed, device="cpu",
-                             type_texts=Manifest.read(ddir).type_texts())
-
-    with pytest.raises(SystemExit):  # the old in-process publishing is gone, with a pointer to the new command
-        posthoc.main(["evaluate", str(ddir), str(out / "s0"), "--publish"])
-    posthoc.main(["evaluate", str(ddir), str(out / "s0"), str(out / "s1"), "--no-umap"])
+    params = {"model_id": str(model), "k_seen": 2, "linking": False, "stop_window": 2, "umap_plot": False,
+              "representations": ["trigger"], "augmentation": "token_perturb",
+              "train": {"epochs": 2, "batch_size": 8, "precision": "fp32", "threads": 1}}
+    runs = [run_method("batch_attention", ddir, seed=seed, params=params, device="cpu", flow="cli-train")
+            for seed in (0, 1)]
+    ids = [read_record(p)["run"]["run_id"] for p in runs]
     assert not wh_path.exists()  # records only
-    recs = find_records([out, tmp_path / "data" / "runs"])
-    assert len(recs) == 3  # two seeds + the ensemble
-    ens = [read_record(r) for r in recs if read_record(r)["run"]["task"] == "ensemble"]
-    assert len(ens) == 1 and ens[0]["run"]["seed"] == -1
 
     env = {**os.environ, "EVENTATLAS_DATA": str(tmp_path / "data"), "EVENTATLAS_WAREHOUSE": str(wh_path),
            "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
-    cmd = [sys.executable, "-m", "eventatlas.cli", "publish", str(out), str(tmp_path / "data" / "runs")]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "ensemble", *ids], env=env, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "published 3 run records (3 completed" in r.stdout
+    assert "published 1 run records (1 completed" in " ".join(r.stdout.split())
     wh = Warehouse(wh_path)
+    (run_id, flow, seed, params_json), = wh.query_rows("SELECT run_id, flow, seed, params FROM runs")[1]
+    assert flow == "ensemble" and seed == -1
+    assert [m["run_id"] for m in json.loads(params_json)["members"]] == ids
     df = wh.query("SELECT * FROM metrics")
-    assert set(df.run_id) == {read_record(p)["run"]["run_id"] for p in recs}
+    assert set(df.run_id) == {run_id} and set(df.seed) == {-1} and set(df.task) == {"induction"}
+    assert set(df.variant) == {"ensemble2:attn_dot", "ensemble2:attn_dot_neg", "ensemble2:attn_cos",
+                               "ensemble2:ft", "ensemble2:attn_dot_norm"}
     assert set(df.clustering.dropna()) <= {"agglomerative", "manifold", "manifold_sym", "affinity"}
-    ens_rows = df[df.seed == -1]
-    assert set(ens_rows.variant) == {"ensemble2:attn_dot", "ensemble2:attn_dot_neg", "ensemble2:attn_cos",
-                                     "ensemble2:ft", "ensemble2:attn_dot_norm"}
-    assert set(ens_rows.task) == {"induction"}
-    assert set(df[df.variant == "stopping"].task) == {"training"}
-    assert set(df[df.metric.str.startswith("naming_")].task) == {"naming"}
-    runs = wh.query("SELECT run_id, flow, seed, data_fingerprints FROM runs ORDER BY seed")
-    assert runs.seed.tolist() == [-1, 0, 1] and set(runs.flow) == {"induction-posthoc"}
-    assert json.loads(runs.data_fingerprints[1]) and "mini_events" in json.loads(runs.data_fingerprints[1])
+    # the members trained in fp32: the ensemble's leaderboard rows carry that precision
+    assert {r[0] for r in wh.query_rows("SELECT DISTINCT precision FROM leaderboard")[1]} == {"fp32"}
+
+    # runs of other methods are refused in one line, exit 2, nothing written
+    other = tmp_path / "data" / "runs" / "other"
+    write_record(other, finish_record(new_record("other", flow="cli-train", task="train", method="untuned")))
+    r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "ensemble", ids[0], "other"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "an ensemble takes completed batch_attention runs" in r.stderr, r.stderr
+    assert len(wh.query_rows("SELECT run_id FROM runs")[1]) == 1
 
     # bad input: one clear line, exit 2 (bad input), before anything starts
     r = subprocess.run([sys.executable, "-m", "eventatlas.cli", "publish", str(tmp_path / "nothing-here")],

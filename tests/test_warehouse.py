@@ -260,8 +260,8 @@ def test_leaderboard_keeps_tasks_settings_and_variants_apart(wh):
         _m("d1", "trigger", "agglomerative", "ari", 0.40, 1, method="ba", variant="attn_dot"),
         _m("d1", "trigger", None, "naming_mean_rank", 1.0, 1, method="ba", variant="perfect", task="naming")])
     lb = wh.query("SELECT * FROM leaderboard ORDER BY task, setting NULLS FIRST, variant")
-    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
-                                    "variant", "metric"]
+    assert list(lb.columns[:10]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
+                                     "variant", "precision", "metric"]
     got = [(r.task, r.setting if isinstance(r.setting, str) else None, r.variant, r.best, r.n_seeds)
            for r in lb.itertuples()]
     assert got == [
@@ -358,3 +358,24 @@ def test_bad_train_logs_are_refused_before_writing(wh, tmp_path):
     with pytest.raises(WarehouseError, match=r"train_steps \(.*nope.parquet\): file not found"):
         wh.publish(run, train_steps=tmp_path / "nope.parquet")
     assert wh.query("SELECT count(*) AS n FROM runs").n[0] == 0
+
+
+def test_leaderboard_keeps_precisions_apart(wh):
+    """The precision a run recorded is part of its configuration: bf16 and fp32 runs of one config are two
+    leaderboard rows (not one mean over both); "auto" alone (nothing resolved) is no precision."""
+    from eventatlas.leaderboard import tables
+
+    def run(run_id, seed, params):
+        return {**_run(run_id, f"2026-01-0{seed + 1} 00:00:00", seed=seed), "params": params}
+
+    resolved = lambda p: {"config": {"train": {"precision": "auto"}}, "train": {"trigger": {"precision": p}}}  # noqa: E731
+    for seed, v in ((0, 0.50), (1, 0.40)):
+        wh.publish(run(f"bf{seed}", seed, resolved("bf16")), [_m("d1", "trigger", "agglo", "ari", v, seed)])
+    wh.publish(run("fp0", 0, {"config": {"encoder": {"precision": "fp32"}}}), [_m("d1", "trigger", "agglo", "ari", 0.20, 0)])
+    wh.publish(run("au0", 0, {"config": {"encoder": {"precision": "auto"}}}), [_m("d1", "trigger", "agglo", "ari", 0.10, 0)])
+    _, rows = wh.query_rows("SELECT precision, n_seeds, mean FROM leaderboard ORDER BY precision NULLS FIRST")
+    assert [(p, n, round(m, 4)) for p, n, m in rows] == [(None, 1, 0.1), ("bf16", 2, 0.45), ("fp32", 1, 0.2)]
+    (t,) = tables(wh)  # the CLI's and the report's rule: three configurations, best mean first
+    assert [conf[-1] for conf, _ in t["rows"]] == ["bf16", "fp32", None] and t["best"] == {"ari": pytest.approx(0.45)}
+    (t,) = tables(wh, run_ids=["fp0"])  # only the configuration that run produced
+    assert [conf[-1] for conf, _ in t["rows"]] == ["fp32"]

@@ -35,7 +35,7 @@ FROM latest_metrics l LEFT JOIN metric_direction d USING (metric)
 GROUP BY l.dataset, l.split, l.method, l.representation, l.clustering, l.metric, d.higher_is_better;
 """
 
-# (run_id, method, split, clustering as written by untuned / batch_attention / its posthoc tool, metric, seed)
+# (run_id, method, split, clustering as written by untuned / batch_attention (and its old post-hoc tool), metric, seed)
 # -> expected (task, clustering, variant), written out by hand.
 ROWS = [
     ("u0", "untuned", "all", "agglomerative", "ari", 0, ("induction", "agglomerative", None)),
@@ -124,8 +124,8 @@ def test_migrated_views_group_by_task_and_variant(old_warehouse):
     wh = Warehouse(old_warehouse.path)
     wh.migrate()
     lb = wh.query("SELECT * FROM leaderboard")
-    assert list(lb.columns[:9]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
-                                    "variant", "metric"]
+    assert list(lb.columns[:10]) == ["task", "dataset", "split", "setting", "method", "representation", "clustering",
+                                     "variant", "precision", "metric"]
     # every migrated row is its own configuration except untuned/agglomerative/ari (seeds 0 + 1) and
     # batch_attention attn_dot/agglomerative/ari (seeds 0 + 1)
     assert len(lb) == len(ROWS) - 2

@@ -65,10 +65,6 @@ def dense_bytes(n: int, bytes_per_entry: float) -> int:
     return int(math.ceil(float(n) * float(n) * float(bytes_per_entry)))
 
 
-def fits_dense_budget(n: int, bytes_per_entry: float) -> bool:
-    return dense_bytes(n, bytes_per_entry) <= max_dense_bytes()
-
-
 def max_dense_n(bytes_per_entry: float) -> int:
     """Largest N whose N*N*bytes_per_entry fits the ceiling."""
     return int(math.isqrt(int(max_dense_bytes() / float(bytes_per_entry))))

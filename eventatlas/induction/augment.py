@@ -117,11 +117,6 @@ def backtranslate(texts: Sequence[str], cache_path: str | os.PathLike, langs: Se
     return done
 
 
-def sample_languages(n: int, rng: np.random.Generator, langs: Sequence[str] = BT_LANGUAGES) -> list[str]:
-    """One back-translation language per mention for one epoch."""
-    return [langs[i] for i in rng.integers(0, len(langs), size=n)]
-
-
 def token_perturb(ids: Sequence[int], protect: set[int], rng: np.random.Generator, p: float = 0.1) -> list[int]:
     """Drop each position not in ``protect`` (special tokens, trigger pieces) with probability p.
 

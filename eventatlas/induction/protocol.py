@@ -85,9 +85,7 @@ def train_representation(sel, cfg: Any, rep: str, out: Path, *, seed: int, devic
     counts = [c for c in base if 2 <= c <= n_eval - 1]
     cb = SilhouetteSelection([items[i] for i in sel.eval_index], rep, out, counts, stop_key=cfg.stop_key,
                              eval_batch_size=cfg.eval_batch_size, keep_models=cfg.keep_models)
-    # a run's context already put its device in cfg.train; the background trainer's config has "auto" there
-    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out, seed=seed, callbacks=[cb],
-                      phase=rep)
+    trainer = Trainer(model, task, cfg.train, out, seed=seed, callbacks=[cb], phase=rep)  # the run's device is in it
     res = trainer.fit(resume=resume)
     chosen = cb.choose(cfg.stop_window)
     cb.prune_models(chosen[cfg.stop_rule], is_main=trainer.is_main)

@@ -21,8 +21,7 @@ from pydantic import Field
 
 from .. import config as paths
 from ..io import atomic_write_json, sha256_file
-# select_mentions and train_representation are imported from here by the background trainer
-from ..induction.protocol import select_mentions, train_representation  # noqa: F401
+from ..induction.protocol import select_mentions, train_representation
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
 from .spec import MethodConfig, training_field
@@ -146,33 +145,3 @@ def cluster_settings(cfg: BatchAttentionConfig, proto: dict[str, Any]) -> dict[s
     """``n_clusters`` and ``k_manifold`` of the evaluation: the run's config, else the dataset protocol's."""
     return {"n_clusters": cfg.n_clusters,
             "k_manifold": cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")}
-
-
-def evaluate_saved(run_dir: str | Path, dataset_dir: str | Path, *, seed: int, framenet_dir: str | Path | None = None,
-                   umap_plot: bool = True, **overrides: Any) -> MethodResult:
-    """Evaluate a finished training directory (``train_summary.json`` + epoch files) as ``run`` would
-    (runs trained in the background, see ``eventatlas.methods.batch_attention_posthoc``)."""
-    import json
-
-    from ..data import Manifest, protocol_for
-    from ..induction.evaluate import evaluate_trained
-
-    run_dir, dataset_dir = Path(run_dir), Path(dataset_dir)
-    summary = json.loads((run_dir / "train_summary.json").read_text())
-    cfg = BatchAttentionConfig.model_validate({**summary["config"], **overrides})
-    man = Manifest.read(dataset_dir)
-    proto = protocol_for(man, NAME, "induction")
-    rep = summary["representation"]
-    fn_dir = Path(framenet_dir) if framenet_dir else paths.datasets_dir() / "framenet"
-    mp = _mapping(cfg.mapping or proto.get("mapping"), summary["unseen_types"]) if cfg.linking else None
-    setting = summary.get("setting") or f"{len(summary['seen_types'])} seen / {len(summary['unseen_types'])} unseen"
-    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": setting,
-           "representation": rep}
-    rows, arts = evaluate_trained(run_dir, summary, ctx=ctx, **cluster_settings(cfg, proto), inputs=cfg.inputs,
-                                  algorithms=cfg.algorithms, model_id=cfg.model_id,
-                                  names=man.type_texts() if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
-                                  umap_plot=umap_plot)
-    params = {"method": NAME, "dataset": man.dataset, "representation": rep, "posthoc_evaluation": True,
-              **{k: summary[k] for k in ("augmentation", "precision", "device", "chosen_epoch", "total_seconds",
-                                         "stop_counts", "config")}}
-    return MethodResult(metrics=rows, artifacts=arts, params=params, device=summary.get("device"))

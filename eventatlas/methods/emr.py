@@ -57,8 +57,9 @@ Model = Literal["adhoc", "siamese", "meta", "meta_adapt"]
 
 class SiameseTraining(BaseModel):
     """Per-query Siamese training (the paper's Adam 5e-5, batch 50, 50 epochs). Not a
-    ``training.TrainingArgs``: the stacked per-query networks train in their own batched loop
-    (see :mod:`eventatlas.emr.models`), so schedules, clipping, bucketing and checkpoints do not apply."""
+    ``training.TrainingArgs``: the stacked per-query networks train with the shared ``Trainer`` on fixed
+    arguments (Adam, constant lr, no clipping, fp32, no bucketing, checkpoints or plots: a block of query
+    networks trains in seconds and is thrown away; see :func:`eventatlas.emr.models.train_query_networks`)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -19,6 +19,10 @@ REGISTRY: dict[str, str] = {
     "transitive_similarity": "eventatlas.readers.transitive_similarity",
     "mcnc": "eventatlas.readers.mcnc",
     "event_tuples": "eventatlas.readers.event_tuples",
+    "textee": "eventatlas.readers.textee",
+    "textee_ace05": "eventatlas.readers.textee_ace05",
+    "textee_maven": "eventatlas.readers.textee_maven",
+    "textee_wikievents": "eventatlas.readers.textee_wikievents",
 }
 
 

@@ -1,0 +1,4 @@
+"""``python -m eventatlas.cli`` (also under ``accelerate launch -m`` / ``torchrun -m``)."""
+from . import app
+
+app()

@@ -1,0 +1,247 @@
+"""Datasets in and out: migrate, ingest, ingest-samples, datasets, restore, extract-events, build-wikievents."""
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+
+from .. import config
+from . import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
+               unknown, use_prefect)
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
+    from ..warehouse import Warehouse
+
+    wh = Warehouse()
+    applied = wh.migrate()
+    wh.refresh_views()
+    console.print(f"warehouse {wh.path}: applied {applied or 'nothing (up to date)'}; "
+                  f"versions {[v for v, _ in wh.schema_versions()]}", markup=False)
+
+
+@app.command()
+def ingest(
+    name: str = typer.Argument(..., help="reader / registry name, e.g. framenet, maven, ace2005, ontoevent"),
+    path: Optional[Path] = typer.Option(None, "--path", help="local file or directory with the data "
+                                        "(default: the registry's path under the shared data dir, when it has one)"),
+    download: bool = typer.Option(False, "--download", help="download the official release (checksum verified)"),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="name to store the dataset under"),
+    sha256: Optional[List[str]] = typer.Option(None, "--sha256", metavar="[NAME=]HEX",
+                                               help="expected checksum of a download the registry has none pinned "
+                                                    "for: NAME=HEX per file (repeat), or HEX for a one-file dataset"),
+    sha256_file: Optional[Path] = typer.Option(None, "--sha256-file", metavar="SUMS", exists=True, dir_okay=False,
+                                               help="checksums of the download, 'HEX  FILENAME' lines as sha256sum "
+                                                    "writes them"),
+    insecure_skip_checksum: bool = typer.Option(False, "--insecure-skip-checksum",
+                                                help="download without checksum verification (not recommended; "
+                                                     "prints the computed sums to pin next time)"),
+    allow_shrink: bool = typer.Option(False, "--allow-shrink", help="replace the dataset even when the new version "
+                                      "has under half the rows of the current one (that one is kept: "
+                                      "`eventatlas datasets --versions`, `eventatlas restore`)"),
+) -> None:
+    """Ingest one dataset into the common schema, recorded in the warehouse (through the `ingest` flow when a
+    Prefect API is configured, else directly: see EVENTATLAS_PREFECT)."""
+    from ..readers import REGISTRY
+
+    if name not in REGISTRY:  # before anything is imported, read or recorded
+        unknown("reader", name, REGISTRY)
+    from ..download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
+                            sha256sum_lines)
+
+    try:  # checksum arguments are settled before Prefect starts
+        sums = parse_sha256_args(sha256, sha256_file)
+        if (sums or insecure_skip_checksum) and not download:
+            raise ValueError("--sha256/--sha256-file/--insecure-skip-checksum apply to --download only")
+        if download and path is None:
+            check_sums(name, sums, insecure_skip_checksum)
+    except (ValueError, OSError, ChecksumRequired) as e:
+        _fail(str(e), code=2)
+    from ..io import InputError
+
+    opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
+                              ("allow_shrink", allow_shrink)) if v}
+    try:
+        if use_prefect():
+            from flows.ingest import ingest as ingest_flow
+
+            with prefect_guard():
+                man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+        else:
+            man = _ingest_direct(name, str(path) if path else None, download, dataset, opts or None)
+    except (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # names file and record
+        if _DEBUG["on"]:
+            traceback.print_exc()
+        _fail(error_line(e), code=2)
+    except KeyError as e:  # a registry entry the dataset needs is missing
+        _fail(str(e).strip("'\""), code=2)
+    except (ChecksumError, ChecksumRequired, DownloadFailed) as e:  # final: one line, no retry
+        _fail(str(e))
+    console.print(f"ingested [bold]{escape(str(man.get('dataset')))}[/bold] -> {escape(str(man.get('dataset_dir')))}: "
+                  f"rows {escape(str(man.get('rows')))}, rejects {escape(str(man.get('rejects', man.get('reject_counts'))))}",
+                  soft_wrap=True)
+    dl = man.get("download") or {}
+    unverified = {f: h for f, h in (dl.get("sha256") or {}).items() if not (dl.get("verified") or {}).get(f)}
+    if unverified:
+        console.print("downloaded without checksum verification; computed sums (save them to a file and pass "
+                      "--sha256-file next time):", soft_wrap=True)
+        console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
+
+
+def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Optional[str],
+                   opts: Optional[dict]) -> dict:
+    """The `ingest` flow without Prefect: its core job (:func:`eventatlas.ingest.ingest_dataset`, retried
+    as its task is), its run record, and the publish path (queued when the warehouse is busy)."""
+    from ..download import retry_transient
+    from ..ingest import ingest_dataset
+    from ..publishing import pending_dir, publish_records
+    from ..records import failed_ingest_record, ingest_record
+    from ..runinfo import utcnow
+
+    started = utcnow().isoformat()
+    params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
+    try:
+        job = lambda: ingest_dataset(name, path, download, dataset, opts)  # noqa: E731
+        man = retry_transient(job, warn=print_warning) if download else job()
+    except Exception as e:
+        # as the flow's failure path: a failed ingest leaves a run record (status failed, one-line reason)
+        try:
+            publish_records([failed_ingest_record(params, e, started)], warn=print_warning)
+        except Exception as pe:  # noqa: BLE001 - the ingest's own error is what the user must see
+            print_warning(f"the failed ingest was not recorded: {type(pe).__name__}: {pe}")
+        raise
+    out = publish_records([ingest_record(man, params, started)], warn=print_warning)
+    if out.queued:
+        print_warning(f"the ingest landed in {man['dataset_dir']}; its run record waits in "
+                      f"{pending_dir(out.warehouse)} (`eventatlas publish --pending`)")
+    return man
+
+
+@app.command("ingest-samples")
+def ingest_samples() -> None:
+    """Ingest every shipped sample file (datasets/samples/) into the data root."""
+    from ..ingest import ingest_samples as run
+
+    mans = run()
+    mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
+    print_rows(["dataset", "rows"], [(m.get("dataset"), json.dumps(m.get("rows"))) for m in mans],
+               title=f"samples ingested into {config.datasets_dir()}")
+
+
+@app.command()
+def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="list the kept earlier versions "
+                                                    "of this dataset (for `eventatlas restore`)")) -> None:
+    """List ingested datasets (those whose manifest landed) with row counts."""
+    if versions:
+        from ..ingest import list_versions
+
+        vs = list_versions(versions)
+        if not vs:
+            console.print(f"no kept versions of {versions} under {config.datasets_dir() / '.versions'}", markup=False)
+            return
+        print_rows(["version", "ingested_at", "rows"], [(v["version"], v["ingested_at"], json.dumps(v["rows"])) for v in vs],
+                   title=f"kept versions of {versions}")
+        return
+    rows = []
+    for man_path in sorted(config.datasets_dir().glob("*/manifest.json")):
+        man = json.loads(man_path.read_text(encoding="utf-8"))
+        r = man.get("rows") or {}
+        rows.append((man_path.parent.name, man.get("reader") or man.get("format") or "", r.get("mentions", 0),
+                     r.get("event_types", 0), r.get("event_pairs", 0), sum((man.get("rejects") or {}).values())
+                     if isinstance(man.get("rejects"), dict) else man.get("rejects")))
+    if not rows:
+        console.print(f"no datasets under {config.datasets_dir()} (try `eventatlas ingest-samples`)", markup=False)
+        return
+    print_rows(["dataset", "reader", "mentions", "event_types", "event_pairs", "rejects"], rows,
+               title=str(config.datasets_dir()))
+
+
+@app.command()
+def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
+            version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
+    """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
+    from ..ingest import restore_version
+    from ..io import InputError
+
+    try:
+        man = restore_version(dataset, version)
+    except InputError as e:
+        _fail(str(e), code=2)
+    console.print(f"restored {dataset} to {version}: rows {json.dumps(man.get('rows'))}", markup=False)
+
+
+@app.command("extract-events")
+def extract_events_cmd(
+    source: str = typer.Argument(..., help="ingested dataset name (or directory) whose sentences are parsed"),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="name of the new event-co-occurrence dataset "
+                                          "(default: <source>_svo)"),
+    parser: str = typer.Option("en_core_web_sm", "--parser", help="an installed spaCy pipeline by package name or "
+                               "directory (spacy:<name or path>, or just the name or path), or import:<module>:<function> "
+                               "for any other Parser"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="default: <data>/datasets/<dataset>"),
+) -> None:
+    """(subject, verb, object) events from the sentences of an ingested dataset, by dependency parse, into a
+    dataset SWCC trains on (`eventatlas train swcc <dataset>`); prints the counts."""
+    sdir = dataset_dir(source)
+    if not (sdir / "mentions.parquet").exists():
+        _fail(f"dataset {source!r} has no mentions ({sdir / 'mentions.parquet'} is missing)", code=2)
+    from ..swcc.extract import load_parser, sentences_by_document, write_extracted
+
+    name = dataset or f"{sdir.name}_svo"
+    try:
+        parse = load_parser(parser)
+    except (ValueError, RuntimeError) as e:
+        _fail(str(e), code=2)
+    man = write_extracted(sentences_by_document(sdir), parse, out_dir or config.datasets_dir() / name, dataset=name,
+                          source=str(sdir), parser=parser)
+    console.print(json.dumps({"dataset": name, "parser": parser, **man["stats"]}), markup=False, soft_wrap=True)
+
+
+@app.command("build-wikievents")
+def build_wikievents(
+    backend: str = typer.Option("dumps", "--backend", help="dumps | api"),
+    dumps: Optional[Path] = typer.Option(None, "--dumps", exists=True, dir_okay=False,
+                                         help="JSON/YAML dump layout: {wikidata: path, wikipedia: {lang: {xml, index}}, "
+                                              "wikinews: {lang: {xml, categorylinks}}, dates: {...}}"),
+    root: Optional[str] = typer.Option(None, "--root", help="api: seed item, e.g. Q362 (events under World War II)"),
+    languages: Optional[List[str]] = typer.Option(None, "--languages", help="default: the 44 XLEL-WD languages"),
+    contact: Optional[str] = typer.Option(None, "--contact", help="api: contact for the User-Agent (required off-loopback)"),
+    params: Optional[str] = typer.Option(None, "--params", help='JSON filter parameters, e.g. \'{"min_mentions": 30}\''),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="default: <data>/datasets/wikigrounding"),
+) -> None:
+    """Build the hierarchical multilingual event-grounding dataset (Wikidata + Wikipedia + Wikinews)."""
+    if backend not in ("dumps", "api"):
+        unknown("backend", backend, ("dumps", "api"))
+    try:
+        p = json.loads(params) if params else None
+        layout = None
+        if dumps is not None:
+            import yaml
+
+            layout = yaml.safe_load(dumps.read_text(encoding="utf-8"))
+    except ValueError as e:
+        _fail(f"bad --params/--dumps: {e}", code=2)
+    api = None
+    if backend == "api":
+        from ..wiki.http import is_contact
+
+        who = contact or os.environ.get("EVENTATLAS_CONTACT")
+        if not (is_contact(who) or (not who and is_contact(os.environ.get("EVENTATLAS_USER_AGENT")))):
+            _fail("build-wikievents --backend api needs a contact for the User-Agent (Wikimedia policy): pass "
+                  f"--contact <URL or e-mail> or set EVENTATLAS_CONTACT{f' ({who!r} is neither)' if who else ''}", code=2)
+        api = {"root": root, "client_options": {"contact": contact, "cache_dir": str(config.cache_dir() / "http")},
+               "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
+    from flows.build_wikievents import build_wikievents as flow
+
+    with prefect_guard():
+        man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
+                   languages=split(languages), params=p)
+    console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str),
+                  markup=False)

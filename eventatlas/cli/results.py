@@ -1,0 +1,209 @@
+"""The warehouse's side: leaderboard, report, publish, ensemble, sql, runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from .. import config
+from . import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
+
+
+def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
+                     run_ids: Optional[list[str]] = None) -> None:
+    """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.leaderboard`);
+    unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
+    configurations those runs produced (what train-all / demo just ran)."""
+    from ..leaderboard import CONFIG_COLS, UnknownName, scale, tables
+    from ..warehouse import Warehouse, WarehouseError
+
+    wh = Warehouse()
+    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    try:
+        boards = tables(wh, task=task, dataset=dataset, metrics=requested, run_ids=run_ids)
+    except UnknownName as e:
+        _fail(str(e), code=2)
+    except WarehouseError as e:
+        _fail(str(e))
+    if not boards:
+        if run_ids is not None:
+            console.print("the runs produced no metrics (see `eventatlas sql \"SELECT run_id, status, error FROM "
+                          "runs ORDER BY started_at DESC\"`)", soft_wrap=True, markup=False)
+        else:
+            console.print(f"the leaderboard in {wh.path} is empty: no completed run has metrics yet", soft_wrap=True,
+                          markup=False)
+        return
+    scope = f"rows of the {len(run_ids)} runs just produced, " if run_ids is not None else ""
+    for t in dict.fromkeys(b["task"] for b in boards):
+        mine = [b for b in boards if b["task"] == t]
+        ms = list(dict.fromkeys(m for b in mine for m in b["metrics"]))
+        first = ms[0]
+        cols = ["task", "dataset", *[c if c != "representation" else "rep" for c in CONFIG_COLS], "seeds",
+                f"{first}_mean", f"{first}_std", *ms]
+
+        def val(cells: dict, m: str, key: str) -> Any:
+            v = (cells.get(m) or {}).get(key)
+            return None if v is None else round(v * scale(m), 1)
+
+        rows = [(b["task"], b["dataset"], *conf, max((c.get("n_seeds") or 0) for c in cells.values()),
+                 val(cells, first, "mean"), val(cells, first, "std"), *[val(cells, m, "best") for m in ms])
+                for b in mine for conf, cells in b["rows"]]
+        # a configuration column empty in every row (no setting, variant or recorded precision) is left out
+        keep = [i for i, c in enumerate(cols) if c in ("task", "dataset", "method") or i >= 2 + len(CONFIG_COLS)
+                or any(r[i] not in (None, "") for r in rows)]
+        cols, rows = [cols[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
+        print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} ({scope}mean and std over seeds of the first "
+                                     f"metric, best over seeds of each; fractions x100)")
+
+
+@app.command()
+def leaderboard(
+    metrics: Optional[str] = typer.Option(None, "--metrics",
+                                          help="comma-separated metrics; the first one sorts and gets mean/std over "
+                                               "seeds (default per task, e.g. ari,bcubed_f,nmi for induction)"),
+    dataset: Optional[str] = typer.Option(None, "--dataset"),
+    task: Optional[str] = typer.Option(None, "--task", help="induction, naming, linking, ... (default: every task, "
+                                                            "one table each)"),
+) -> None:
+    """Best value per configuration (task x dataset x split x setting x method x representation x clustering x
+    variant x precision) over seeds, with the mean/std of the first metric, from DuckDB."""
+    show_leaderboard(metrics, dataset, task)
+
+
+@app.command()
+def report(
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
+) -> None:
+    """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
+    per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
+    from ..report import write_report
+    from ..warehouse import WarehouseError
+
+    try:
+        path = write_report(out)
+    except WarehouseError as e:
+        _fail(str(e))
+    console.print(f"report written to {path.resolve()}", soft_wrap=True, markup=False)
+
+
+def publish_paths(records: list[Path]) -> dict:
+    """Land run records (after the queued ones) through the warehouse's one writer: the `publish` flow when
+    a Prefect API is configured, else the publish core directly; prints what landed."""
+    from ..publishing import pending_dir, pending_runs
+    from ..records import RecordError
+    from ..warehouse import WarehouseError
+
+    waiting = len(pending_runs(config.warehouse_path()))
+    try:
+        if use_prefect():
+            from flows.publish import publish as flow
+
+            with prefect_guard():
+                out = flow([str(r) for r in records])
+        else:
+            from ..publishing import publish_records
+
+            out = publish_records(records, warn=print_warning).as_dict()
+    except (RecordError, WarehouseError) as e:
+        _fail(str(e))
+    n = len(out["published"]) + len(out["skipped"]) + len(out["failed"])
+    console.print(f"published {n} run records "
+                  f"({len(out['published'])} completed, {len(out['skipped'])} skipped, {len(out['failed'])} failed; "
+                  f"{out['metric_rows']} metric rows; {len(out.get('from_queue', []))} of {waiting} queued) "
+                  f"to {out['warehouse']}", soft_wrap=True, markup=False)
+    if out.get("builds_from_queue"):
+        console.print(f"recorded {len(out['builds_from_queue'])} queued wiki build(s): "
+                      f"{', '.join(out['builds_from_queue'])}", soft_wrap=True, markup=False)
+    if out.get("queued"):
+        _fail(f"warehouse {out['warehouse']} is busy: {len(out['queued'])} run(s) stay queued in "
+              f"{pending_dir(out['warehouse'])}; run `eventatlas publish --pending` when it is free", code=1)
+    return out
+
+
+@app.command()
+def publish(
+    paths: Optional[List[Path]] = typer.Argument(None, help="run.json files, run directories, or directories "
+                                                 "searched recursively for run.json"),
+    pending: bool = typer.Option(False, "--pending", help="land the runs queued while the warehouse was busy "
+                                 "(every publish does this first; alone, it is all this command does)"),
+) -> None:
+    """Publish run records written outside a flow (e.g. by `eventatlas train`) to the warehouse, after the
+    runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish core directly; with
+    one, the `publish` flow (the warehouse's one writer either way)."""
+    from ..records import RecordError, find_records, read_record
+
+    if not paths and not pending:
+        _fail("give run records to publish (PATH...) and/or --pending", code=2)
+    try:  # bad paths fail before anything starts
+        records = find_records(paths or [])
+        for r in records:
+            read_record(r)
+    except RecordError as e:
+        _fail(str(e), code=2)
+    publish_paths(records)
+
+
+@app.command()
+def ensemble(
+    runs: List[str] = typer.Argument(..., help="two or more finished batch_attention runs (run ids or run "
+                                     "directories) of one dataset and one setting, e.g. seeds 0, 1, 2"),
+    no_publish: bool = typer.Option(False, "--no-publish", help="write the ensemble's run record only"),
+) -> None:
+    """Ensemble finished runs (the paper's E-FT): per representation the runs share, their chosen epochs'
+    embeddings are combined and clustered as the member runs were, and scored on the unseen mentions.
+    Writes one run record (seed -1) under <data>/runs/ and publishes it like any run."""
+    dirs = [run_dir(r) for r in runs]
+    if len(dirs) < 2:
+        _fail("an ensemble needs two or more runs", code=2)
+    from ..ensemble import EnsembleError, ensemble_runs
+
+    try:
+        path, summary = ensemble_runs(dirs)
+    except EnsembleError as e:
+        _fail(str(e), code=2)
+    print_rows(["representation", "members", "rows"], summary, title=f"ensemble of {len(dirs)} runs: {path}")
+    if not no_publish:
+        publish_paths([path])
+
+
+@app.command()
+def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only)")) -> None:
+    """Run a read-only SQL query against the warehouse and print a table."""
+    import duckdb
+
+    from ..warehouse import Warehouse, WarehouseError
+
+    try:
+        cols, rows = Warehouse().query_rows(query)
+    except duckdb.Error as e:  # the query itself is the bad input (syntax, a write on the read-only view)
+        _fail(str(e), code=2)
+    except WarehouseError as e:
+        _fail(str(e))
+    print_rows(cols, rows)
+
+
+@app.command()
+def runs(
+    status: Optional[str] = typer.Option(None, "--status", help="completed, failed, skipped, ..."),
+    flow: Optional[str] = typer.Option(None, "--flow", help="ingest, train-all, train, ..."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="newest N runs"),
+) -> None:
+    """The newest runs in the warehouse (ingests and trainings; a failed run's error is one line, its
+    traceback in the file the line names)."""
+    import duckdb
+
+    from ..warehouse import Warehouse, WarehouseError
+
+    where, args = [], []
+    for col, val in (("status", status), ("flow", flow)):
+        if val:
+            where.append(f"{col} = ?")
+            args.append(val)
+    q = ("SELECT run_id, flow, method, status, started_at, error FROM runs"
+         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?")
+    try:
+        cols, rows = Warehouse().query_rows(q, [*args, limit])
+    except (duckdb.Error, WarehouseError) as e:
+        _fail(str(e))
+    print_rows(cols, rows)

@@ -1,0 +1,127 @@
+"""The leaderboard rule, one for `eventatlas leaderboard` (and train-all / demo) and the HTML report.
+
+A configuration is (task, dataset, split, setting, method, representation, clustering, variant,
+precision): the warehouse's ``leaderboard`` view already holds one row per configuration x metric over
+seeds (mean, sample std, best, n_seeds; ``precision`` from the run's record, see ``run_precision`` in
+warehouse/views.sql, so bf16 and fp32 runs of one config stay apart). :func:`tables` picks the metrics
+per task (:func:`choose_metrics`), builds one table per (task, dataset) sorted by the first metric's
+mean (its direction from ``metric_direction``) and marks the best mean per metric column.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Sequence
+
+from .evaluation.base import DEFAULT_METRICS, NOT_FRACTION
+from .warehouse import Warehouse
+
+# what tells configurations of one (task, dataset) apart, in the order they are shown
+CONFIG_COLS = ("split", "setting", "method", "representation", "clustering", "variant", "precision")
+IDENTITY = ("task", "dataset", *CONFIG_COLS)
+MAX_ALL = 6  # a task with at most this many metrics shows them all
+
+
+class UnknownName(ValueError):
+    """A task, dataset or metric the warehouse has no leaderboard row for (the message lists the known ones)."""
+
+
+def scale(metric: str) -> float:
+    """Fractions are shown x100; counts, ranks and epochs as they are."""
+    return 1.0 if NOT_FRACTION.search(metric) else 100.0
+
+
+def choose_metrics(task: str, present: Iterable[str], requested: Sequence[str] | None = None) -> list[str]:
+    """The metrics a task's tables show: ``requested`` (those present), else the task's headline metrics
+    first and, when the task has at most ``MAX_ALL`` metrics, all the others; else its first three."""
+    present = sorted(set(present))
+    if requested:
+        return [m for m in requested if m in present]
+    chosen = [m for m in DEFAULT_METRICS.get(task, ()) if m in present]
+    if len(present) <= MAX_ALL:
+        return chosen + [m for m in present if m not in chosen]
+    return chosen or present[:3]
+
+
+def distinct(wh: Warehouse, column: str, task: str | None = None, dataset: str | None = None) -> list[str]:
+    """Values of ``column`` (task, dataset or metric) on the leaderboard, optionally within a task / dataset."""
+    where = [f"{column} IS NOT NULL", *[c for c, v in (("task = ?", task), ("dataset = ?", dataset)) if v]]
+    _, rows = wh.query_rows(f"SELECT DISTINCT {column} FROM leaderboard WHERE {' AND '.join(where)} ORDER BY 1",
+                            [v for v in (task, dataset) if v])
+    return [r[0] for r in rows]
+
+
+def _check_known(wh: Warehouse, what: str, values: list[str], known: list[str]) -> None:
+    bad = [v for v in values if v not in known]
+    if bad:
+        raise UnknownName(f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}; known in "
+                          f"{wh.path}: {', '.join(known) if known else '(none: no completed run has metrics)'}")
+
+
+def _of_runs(run_ids: list[str]) -> tuple[str, list]:
+    """A WHERE condition on the ``leaderboard`` view: configurations the runs ``run_ids`` have metrics for."""
+    if not run_ids:
+        return "false", []
+    same = " AND ".join(f"m.{c} IS NOT DISTINCT FROM leaderboard.{c}" for c in (*IDENTITY, "metric") if c != "precision")
+    return (f"EXISTS (SELECT 1 FROM metrics m JOIN run_precision p USING (run_id) WHERE m.run_id IN "
+            f"({', '.join('?' * len(run_ids))}) AND {same} AND p.precision IS NOT DISTINCT FROM leaderboard.precision)",
+            list(run_ids))
+
+
+def tables(wh: Warehouse, *, task: str | None = None, dataset: str | None = None,
+           metrics: Sequence[str] | None = None, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One table per (task, dataset): ``{"task", "dataset", "metrics", "best": {metric: best mean},
+    "lower": {metrics where lower is better}, "rows": [(config tuple (CONFIG_COLS), {metric: leaderboard
+    row})]}``, rows sorted by the first metric's mean, best first. ``run_ids``: only the configurations
+    those runs produced (over all their seeds). An unknown ``task``/``dataset``/``metrics`` name raises
+    :class:`UnknownName`."""
+    if task:
+        _check_known(wh, "task", [task], distinct(wh, "task"))
+    if dataset:
+        _check_known(wh, "dataset", [dataset], distinct(wh, "dataset", task))
+    if metrics:
+        _check_known(wh, "metric", list(metrics), distinct(wh, "metric", task, dataset))
+    where, args = [], []
+    for col, val in (("task", task), ("dataset", dataset)):
+        if val:
+            where.append(f"{col} = ?")
+            args.append(val)
+    if run_ids is not None:
+        cond, ids = _of_runs(list(run_ids))
+        where.append(cond)
+        args += ids
+    cols, rows = wh.query_rows(f"SELECT {', '.join(IDENTITY)}, metric, mean, std, n_seeds, best FROM leaderboard"
+                               + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY task, dataset",
+                               args)
+    board = [dict(zip(cols, r)) for r in rows]
+    _, low = wh.query_rows("SELECT metric FROM metric_direction WHERE NOT higher_is_better")
+    return build(board, {r[0] for r in low}, metrics)
+
+
+def build(board: list[dict[str, Any]], lower: set[str], requested: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """:func:`tables` from leaderboard rows already read (dicts with IDENTITY, metric, mean, std, n_seeds, best)."""
+    by_task: dict[str, set[str]] = defaultdict(set)
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in board:
+        by_task[r["task"]].add(r["metric"])
+        groups[(r["task"], r["dataset"])].append(r)
+    chosen = {t: choose_metrics(t, present, requested) for t, present in by_task.items()}
+    out = []
+    for (task, dataset), rows in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        ms = [m for m in chosen[task] if any(r["metric"] == m for r in rows)]
+        if not ms:
+            continue
+        confs: dict[tuple, dict[str, dict]] = defaultdict(dict)
+        for r in rows:
+            if r["metric"] in ms:
+                confs[tuple(r[c] for c in CONFIG_COLS)][r["metric"]] = r
+        best: dict[str, float] = {}
+        for m in ms:  # counts (n_clusters, stop epochs) are information, not a score: no best
+            vals = [c[m]["mean"] for c in confs.values() if m in c and c[m]["mean"] is not None]
+            if vals and (not NOT_FRACTION.search(m) or m in lower):
+                best[m] = min(vals) if m in lower else max(vals)
+        first, sign = ms[0], (1 if ms[0] in lower else -1)
+        order = sorted(confs.items(), key=lambda kv: (kv[1].get(first, {}).get("mean") is None,
+                                                      sign * (kv[1].get(first, {}).get("mean") or 0.0),
+                                                      [str(x) for x in kv[0]]))
+        out.append({"task": task, "dataset": dataset, "metrics": ms, "best": best, "lower": set(lower), "rows": order})
+    return out
