@@ -101,14 +101,15 @@ def test_a_params_device_is_honoured_or_refused_in_one_line(onto, eventatlas_env
     assert run["status"] == "failed" and run["error"].startswith("DeviceUnavailable: device 'cuda' requested but no "
                                                                  "CUDA GPU is visible")
     assert rec["metrics_path"] is None
-    # a second device inside a training block is refused (it used to be silently replaced)
+    # a second device inside a training block is refused, in one line, when params are validated
     spec = get_spec("frame_dml")
     from eventatlas.methods.context import resolve_config
 
-    with pytest.raises(ParamError, match=r"^--params: frame_dml\.train\.device: 'cuda' differs from the run's "
-                                         r"device 'cpu'; a run has one device") as e:
-        resolve_config(spec, {"train": {"device": "cuda"}}, device="cpu")
-    assert "\n" not in str(e.value)
+    with pytest.raises(ParamError, match=r"^--params: frame_dml: train\.device 'cuda': a run has one device, set by "
+                                         r"the method's 'device' key \(here 'auto'\)$"):
+        spec.validate({"train": {"device": "cuda"}})
+    # the same device twice is no conflict (a recorded config, re-validated, has both)
+    assert spec.validate({"device": "cpu", "train": {"device": "cpu"}}).train.device == "cpu"
     cfg = resolve_config(spec, {"precision": "bf16", "train": {"epochs": 2, "precision": "fp32"}}, device="cpu")
     # the run's device lands in the training block; an explicit nested precision is kept, the eval one is the run's
     assert (cfg.device, cfg.precision, cfg.train.device, cfg.train.precision) == ("cpu", "bf16", "cpu", "fp32")

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal, Mapping, Optional
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..training.args import TrainingArgs
 
@@ -34,6 +34,16 @@ class MethodConfig(BaseModel):
 
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     precision: Precision = Field("auto", description="auto | fp32 | bf16 (auto: fp32 on CPU, bf16 on a GPU that has it)")
+
+    @model_validator(mode="after")
+    def _one_device(self) -> "MethodConfig":
+        # a second device in a training block used to be silently replaced by the run's: refuse it instead
+        for name in type(self).model_fields:
+            block = getattr(self, name)
+            if isinstance(block, TrainingArgs) and block.device.strip().lower() not in ("auto", self.device.lower()):
+                raise ValueError(f"{name}.device {block.device!r}: a run has one device, set by the method's "
+                                 f"'device' key (here {self.device!r})")
+        return self
 
 
 class EncoderConfig(BaseModel):
@@ -157,6 +167,8 @@ def format_errors(method: str, cls: type[BaseModel], err: ValidationError) -> st
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             lines.append(f"--params: {method}: unknown key {where!r}{hint}; valid keys"
                          f"{' of ' + '.'.join(loc[:-1]) if loc[:-1] else ''}: {', '.join(valid)}")
+        elif not loc:  # a check of the whole config: its message names the keys
+            lines.append(f"--params: {method}: {e['msg'].removeprefix('Value error, ')}")
         else:
             lines.append(f"--params: {method}.{where}: {e['msg']} (got {e.get('input')!r})")
     return "\n".join(lines)
