@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     from eventatlas.modeling import MentionEncoder
     from eventatlas.modeling.tokens import tokenize_cached
     from eventatlas.swcc.data import load_events
-    from eventatlas.swcc.loss_mlm import mlm_loss
+    from eventatlas.swcc.losses.mlm import mlm_loss
     from eventatlas.swcc.model import SWCCModel
     from eventatlas.swcc.task import SWCCTask
     from eventatlas.training import BucketBatchSampler
