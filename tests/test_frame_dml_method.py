@@ -92,6 +92,22 @@ def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
     assert (tr[tr.metric == "seconds_per_epoch"]["value"] > 0).all()
     kinds = [a["kind"] for a in record["artifacts"]]
     assert "plot/projection/vanilla_vs_finetuned" in kinds and "frame_dml/dataset_table" in kinds
+    # the saved model: per fold, the dev-best fine-tuned encoder, its loss head over the training frames
+    # (adacos has proxies; triplet none) and the mixing weights the dev chose
+    from eventatlas.modeling.saved import resolve_ref
+
+    m = resolve_ref(f"run:{record['run']['run_id']}")
+    assert set(m.card.encoders) == {"fold0", "fold1"} and m.card.encoder == "fold0"
+    for fold in ("fold0", "fold1"):
+        info = m.card.inference[fold]
+        assert info["loss"] in ("triplet", "adacos") and 0 <= info["alpha_one_step"] <= 1
+        dev = {loss: v["dev_one_step_bcubed_f"] for loss, v in params_json["folds"][fold[-1]]["models"].items()
+               if loss != "vanilla"}
+        assert info["loss"] == max(dev, key=dev.get) and info["dev"] == dev[info["loss"]]  # the dev-best loss
+        if info["loss"] == "adacos":
+            w, cfg = m.head(f"{fold}_adacos")
+            assert len(cfg["classes"]) == params_json["folds"][fold[-1]]["train_frames"]
+    assert resolve_ref(f"run:{record['run']['run_id']}@fold1").encoder_path.name == "fold1"
     png = next(a["path"] for a in record["artifacts"] if a["kind"] == "plot/projection/vanilla_vs_finetuned")
     png = Path(png) if Path(png).is_absolute() else Path(summary["records"][0]).parent / png
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -144,3 +144,15 @@ def test_train_all_end_to_end(tuples, tiny_model, eventatlas_env):
     png = Path(arts[arts.kind == "plot/prototypes"].path.iloc[0])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out["runs"] >= 1
+    # the saved model: the encoder with the run's [CLS] pooling (sentence-transformers reads it), prototypes
+    from sentence_transformers import SentenceTransformer
+
+    from eventatlas.modeling.saved import resolve_ref
+
+    m = resolve_ref("run:swcc:event_tuples_sample:latest")
+    assert m.card.encoder == "encoder" and m.card.representation == "cls" and m.card.precision == "fp32"
+    assert m.head("prototypes")[0]["prototypes"].shape[0] == 3
+    st = SentenceTransformer(str(m.encoder_path), device="cpu")
+    pool = st[1]  # sentence-transformers 6 names the mode pooling_mode; earlier versions get_pooling_mode_str()
+    assert (getattr(pool, "pooling_mode", None) or pool.get_pooling_mode_str()) == "cls"
+    assert wh.query_rows("SELECT method, trained_on FROM models")[1] == [("swcc", "event_tuples_sample")]

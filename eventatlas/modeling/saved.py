@@ -183,7 +183,9 @@ def write_sentence_transformers_files(d: Path, hidden: int, max_seq_length: int,
     """The three small files that make a Hugging Face directory a sentence-transformers model with
     mean pooling (eventatlas's ``sentence`` representation) or [CLS] pooling. Written directly rather than through
     ``SentenceTransformer.save`` so saving does not load the weights a second time; the layout is
-    checked by loading with sentence-transformers in the tests."""
+    checked by loading with sentence-transformers in the tests. The module types are the long-standing
+    ``sentence_transformers.models.*`` names, which every sentence-transformers release from 3.0 reads
+    (6.x maps them to its new module paths)."""
     _write_json(d / "modules.json", [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
