@@ -303,3 +303,39 @@ def test_cli_link_show_export(eventatlas_env, monkeypatch):
     assert r.exit_code == 2
     r = CliRunner().invoke(app, ["atlas", "link", "--from", "nope", "--to", "framenet_sample"])
     assert r.exit_code == 2 and "not ingested" in r.output
+
+
+def test_each_given_encoder_gets_its_own_links_and_scores(eventatlas_env, tmp_path):
+    """A trained encoder (run:<id>) is scored beside the frozen one, in its own parts and metric rows."""
+    import torch
+
+    from eventatlas import config
+    from eventatlas.atlas.build import build, write_record
+    from eventatlas.atlas.link import LinkConfig
+    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.saved import ModelWriter, finalize
+    from eventatlas.records import load_metrics, read_record
+    from tiny_models import tiny_bert
+
+    _ingest(["maven_sentences", "framenet"])
+    enc = MentionEncoder(tiny_bert(tmp_path, ["The rebels attacked the fort .", "Troops arrived ."]), max_length=32)
+    with torch.no_grad():
+        enc.model.embeddings.word_embeddings.weight.mul_(1.5)
+    run_dir = config.runs_dir() / "frame_dml-fnsample-s0-abcd1234-20261125T000000"
+    w = ModelWriter(run_dir, method="frame_dml")
+    w.encoder(enc, base_model="tiny")
+    w.close(representation="trigger", epoch=1)
+    finalize(run_dir, {"run_id": run_dir.name, "method": "frame_dml", "params": {"config": {}},
+                       "data_fingerprints": {"fnsample": "fp"}, "seed": 0}, [])
+    ref = f"run:{run_dir.name}"
+    cfg = LinkConfig()
+    rep = build(encoders=[None, ref], cfg=cfg, runs=[])
+    learned = [p for p in rep.built if p.startswith("learned/maven_subset_sample__")]
+    assert sorted(learned) == sorted([f"learned/maven_subset_sample__framenet_sample__all-MiniLM-L6-v2",
+                                      f"learned/maven_subset_sample__framenet_sample__{ref}"])
+    rows = load_metrics(read_record(write_record(rep, encoders=[None, ref], cfg=cfg)))
+    variants = {r["variant"] for r in rows if r["dataset"] == "maven_subset_sample" and r["metric"] == "mrr"}
+    assert {"name", "centroid:all-MiniLM-L6-v2", f"centroid:{ref}", f"vote:{ref}"} <= variants
+    # the name scorer does not depend on the encoder: one set of rows, not one per encoder
+    assert sum(r["variant"] == "name" and r["metric"] == "mrr" and r["split"] == "all" and
+               r["dataset"] == "maven_subset_sample" for r in rows) == 1
