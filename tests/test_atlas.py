@@ -226,8 +226,9 @@ def test_build_flow_on_the_samples_is_incremental(eventatlas_env):
     from flows.atlas import atlas
 
     _ingest(["maven_sentences", "framenet", "ontoevent"])
+    fast = {"precision": "fp32"}  # no precision probe in a fresh cache: the samples are tiny
     t0 = time.perf_counter()
-    out = atlas()
+    out = atlas(config=fast)
     t_full = time.perf_counter() - t0
     b = out["build"]
     assert not b["kept"] and "learned/maven_subset_sample__framenet_sample__all-MiniLM-L6-v2" in b["built"]
@@ -248,13 +249,13 @@ def test_build_flow_on_the_samples_is_incremental(eventatlas_env):
     assert name_h1 == [1.0]  # the one reachable query (Attack) matches by name
 
     # incremental: nothing changed -> nothing rebuilt, nothing landed
-    again = atlas()
+    again = atlas(config=fast)
     assert again["build"]["built"] == [] and again["landed"]["landed"] == [] and again["build"]["record"] is None
     # a new dataset and a new run add their parts only
     _ingest(["ace2005"])
     _fake_run("run-fake-1", "maven_subset_sample")
     t0 = time.perf_counter()
-    inc = atlas()
+    inc = atlas(config=fast)
     t_inc = time.perf_counter() - t0
     built = set(inc["build"]["built"])
     assert built == {"nodes/ace2005_sample", "declared/ace2005_sample",
@@ -274,7 +275,7 @@ def test_build_flow_on_the_samples_is_incremental(eventatlas_env):
     from eventatlas import config
 
     shutil.rmtree(config.datasets_dir() / "ace2005_sample")
-    gone = atlas()
+    gone = atlas(config=fast)
     assert "nodes/ace2005_sample" in gone["build"]["removed"] and "nodes/ace2005_sample" in gone["landed"]["dropped"]
     assert wh.query("SELECT count(*) AS n FROM atlas_nodes WHERE inventory = 'ace2005_sample'").n[0] == 0
 
@@ -328,7 +329,7 @@ def test_each_given_encoder_gets_its_own_links_and_scores(eventatlas_env, tmp_pa
     finalize(run_dir, {"run_id": run_dir.name, "method": "frame_dml", "params": {"config": {}},
                        "data_fingerprints": {"fnsample": "fp"}, "seed": 0}, [])
     ref = f"run:{run_dir.name}"
-    cfg = LinkConfig()
+    cfg = LinkConfig(precision="fp32")
     rep = build(encoders=[None, ref], cfg=cfg, runs=[])
     learned = [p for p in rep.built if p.startswith("learned/maven_subset_sample__")]
     assert sorted(learned) == sorted([f"learned/maven_subset_sample__framenet_sample__all-MiniLM-L6-v2",
@@ -339,3 +340,38 @@ def test_each_given_encoder_gets_its_own_links_and_scores(eventatlas_env, tmp_pa
     # the name scorer does not depend on the encoder: one set of rows, not one per encoder
     assert sum(r["variant"] == "name" and r["metric"] == "mrr" and r["split"] == "all" and
                r["dataset"] == "maven_subset_sample" for r in rows) == 1
+
+
+def test_a_wikidata_inventory_declares_its_own_relations(eventatlas_env):
+    """A wiki build's dataset (Wikidata event classes, subclass_of / part_of) joins like any inventory:
+    its relations are declared links under their own names, it links to FrameNet from its mentions."""
+    from eventatlas import config
+    from eventatlas.atlas.build import build, read_part
+    from eventatlas.atlas.link import LinkConfig
+    from eventatlas.io import DatasetWriter
+
+    _ingest(["framenet"])
+    with DatasetWriter(config.datasets_dir() / "wikimini", "wikimini",
+                       tables=["mentions", "event_types", "type_relations"]) as w:
+        for q, name, parent in (("Q198", "war", None), ("Q362", "World War II", "Q198"),
+                                ("Q178561", "battle", None)):
+            w.write("event_types", {"dataset": "wikimini", "type_id": q, "name": name, "parent_id": parent,
+                                    "ontology": "Wikidata"})
+        w.write("type_relations", {"dataset": "wikimini", "source_id": "Q362", "target_id": "Q198",
+                                   "relation": "subclass_of", "source_ontology": "Wikidata", "target_ontology": "Wikidata"})
+        w.write("type_relations", {"dataset": "wikimini", "source_id": "Q178561", "target_id": "Q198",
+                                   "relation": "part_of", "source_ontology": "Wikidata", "target_ontology": "Wikidata"})
+        for i, (s, a, b, lab) in enumerate([("Troops attacked the city in 1941 .", 7, 15, "Q362"),
+                                            ("The battle raged for days .", 4, 10, "Q178561")]):
+            w.write("mentions", {"mention_id": f"w{i}", "dataset": "wikimini", "doc_id": "d", "sentence": s,
+                                 "trigger_start": a, "trigger_end": b, "trigger": s[a:b], "labels": [lab]})
+        w.commit()
+    rep = build(cfg=LinkConfig(precision="fp32"), runs=[])
+    assert "learned/wikimini__framenet_sample__all-MiniLM-L6-v2" in rep.built
+    declared = read_part(rep.root, "declared/wikimini").to_pylist()
+    assert {(d["source"], d["relation"], d["target"]) for d in declared} == {
+        ("wikimini::Q362", "subclass_of", "wikimini::Q198"), ("wikimini::Q178561", "part_of", "wikimini::Q198")}
+    assert all(d["score"] is None and d["kind"] == "declared" for d in declared)
+    # Q198 has no mentions: a node without learned links
+    learned = read_part(rep.root, "learned/wikimini__framenet_sample__all-MiniLM-L6-v2").to_pylist()
+    assert {r["source"] for r in learned if r["method"] != "name"} == {"wikimini::Q362", "wikimini::Q178561"}

@@ -84,8 +84,9 @@ def discover(datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
 
 
 def default_pairs(invs: Iterable[Inventory]) -> list[tuple[str, str]]:
-    """Every non-FrameNet inventory (types and clusters) -> every FrameNet inventory."""
-    invs = list(invs)
+    """Every non-FrameNet inventory (types and clusters) -> every FrameNet inventory; inventories without
+    mentions have no evidence to link from (their nodes and declared links still join)."""
+    invs = [i for i in invs if any(i.mentions.values())]
     fn = [i for i in invs if i.ontology == "FrameNet" and i.kind == "type"]
     return [(a.key, b.key) for a in invs if a.ontology != "FrameNet" for b in fn]
 

@@ -151,7 +151,7 @@ def cluster_inventories(run_dir: str | Path) -> list[Inventory]:
 
 def type_set(inv: Inventory, *, encoder: str | None = None, representation: str = "trigger",
              max_per_type: int | None = None, seed: int = 0, work_dir: str | Path | None = None,
-             device: str | None = None) -> TypeSet:
+             device: str | None = None, precision: str = "auto") -> TypeSet:
     """The inventory's (sampled) mentions embedded with ``encoder`` (cached by content, see
     :func:`eventatlas.encode.embed_mentions`); mentions the encoder rejects are left out."""
     from ..encode import embed_mentions, load_embeddings
@@ -170,7 +170,7 @@ def type_set(inv: Inventory, *, encoder: str | None = None, representation: str 
         table = pq.read_table(mpath)
         table = table.filter(pc.is_in(table.column("mention_id"), pa.array(wanted, pa.string())))
         write_parquet(table.sort_by("mention_id"), sub)
-    kw = {"device": device} if device else {}
+    kw: dict[str, Any] = {"precision": precision, **({"device": device} if device else {})}
     ids, X = load_embeddings(embed_mentions(sub, encoder, representation, **kw))
     X = np.asarray(X, dtype=np.float32)
     X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)

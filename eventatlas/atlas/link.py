@@ -38,6 +38,7 @@ class LinkConfig:
     seed: int = 0                     # the mention sample and the dev/test split of the gold
     dev_fraction: float = 0.3
     device: str | None = None
+    precision: str = "auto"           # the encoder's (auto: what eventatlas.device measured faster)
 
     def as_dict(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "representation": self.representation, "k": self.k, "top": self.top,
@@ -84,7 +85,7 @@ def link_pair(A: Inventory, B: Inventory, cfg: LinkConfig | None = None, *, enco
     t0 = time.perf_counter()
     if sets is None:
         kw = dict(encoder=encoder, representation=cfg.representation, max_per_type=cfg.max_per_type, seed=cfg.seed,
-                  work_dir=work_dir, device=cfg.device)
+                  work_dir=work_dir, device=cfg.device, precision=cfg.precision)
         sets = (type_set(A, **kw), type_set(B, **kw))
     TA, TB = sets
     t_embed = time.perf_counter() - t0
