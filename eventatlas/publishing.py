@@ -297,4 +297,10 @@ def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.Pat
                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [name, p["kind"], p["fingerprint"], p.get("sha256"), data.num_rows, str(path), utcnow()])
             out["landed"].append(name)
+    from . import config
+
+    try:  # `atlas show` reads evidence sentences through the mentions view
+        wh.refresh_views(config.data_root())
+    except WarehouseLocked as e:
+        warn(f"views of {wh.path} not refreshed (busy): {e}")
     return out
