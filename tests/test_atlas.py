@@ -300,6 +300,9 @@ def test_cli_link_show_export(eventatlas_env, monkeypatch):
     assert r.exit_code == 0, r.output
     g = rdflib.Graph().parse(eventatlas_env / "out" / "atlas.ttl", format="turtle")
     assert len(g) > 50
+    r = CliRunner().invoke(app, ["atlas", "export", "--format", "html", "-o", str(eventatlas_env / "out")])
+    assert r.exit_code == 0, r.output
+    assert "[attacked]" in (eventatlas_env / "out" / "atlas.html").read_text()  # evidence sentences inside
     r = CliRunner().invoke(app, ["atlas", "export", "--format", "xml"])
     assert r.exit_code == 2
     r = CliRunner().invoke(app, ["atlas", "link", "--from", "nope", "--to", "framenet_sample"])
@@ -375,3 +378,22 @@ def test_a_wikidata_inventory_declares_its_own_relations(eventatlas_env):
     # Q198 has no mentions: a node without learned links
     learned = read_part(rep.root, "learned/wikimini__framenet_sample__all-MiniLM-L6-v2").to_pylist()
     assert {r["source"] for r in learned if r["method"] != "name"} == {"wikimini::Q362", "wikimini::Q178561"}
+
+
+def test_html_page_carries_the_graph_data_safely(tmp_path):
+    import re
+
+    from eventatlas.atlas.export import export
+
+    nodes = [{"node_id": "a::x", "inventory": "a", "kind": "type", "type_id": "x", "name": "x </script><b>",
+              "n_mentions": 2},
+             {"node_id": "fn::y", "inventory": "fn", "kind": "type", "type_id": "y", "name": "y", "n_mentions": 1}]
+    links = [link_row("a::x", "fn::y", "learned:centroid_similarity", kind="learned", method="centroid",
+                      score=float("nan"), raw_score=0.5, rank=1, evidence=["m1"])]
+    (path,) = export(nodes, links, "html", tmp_path, sentences={"m1": "They [met] ."})
+    page = path.read_text()
+    assert page.count("</script>") == 2  # the data cannot end its own script element
+    data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert [n["name"] for n in data["nodes"]] == ["x </script><b>", "y"]
+    assert data["links"][0]["score"] is None and data["sentences"] == {"m1": "They [met] ."}
+    assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # offline: nothing fetched

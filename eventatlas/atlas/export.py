@@ -1,7 +1,7 @@
 """Writing the atlas out: CSV, JSON lines, or SKOS in RDF Turtle.
 
 ``csv`` / ``jsonl``: ``atlas_nodes.<ext>`` and ``atlas_links.<ext>`` (list columns as ``|``-joined text in
-CSV, arrays in JSON). ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
+CSV, arrays in JSON). ``html``: ``atlas.html``, an offline interactive graph (:mod:`.html`). ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
 ``skos:Concept`` per node (``skos:prefLabel``, ``skos:definition``, ``skos:inScheme``), declared links as
 SKOS relations where SKOS has one (a hand mapping -> ``skos:closeMatch``; a parent relation ->
 ``skos:broader``) and every link, declared or learned, as an ``ea:Link`` resource carrying its
@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from ..io import atomic_path
 
-FORMATS = ("csv", "jsonl", "skos")
+FORMATS = ("csv", "jsonl", "skos", "html")
 EA = "urn:eventatlas:"
 # declared relations that mean "source is narrower than target"
 BROADER = {"Inheritance", "Subframe", "SUBSUPER", "subclass_of", "part_of", "P279", "P361"}
@@ -91,11 +91,17 @@ def _cell(v: Any) -> Any:
     return "" if v is None else v
 
 
-def export(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, Any]], fmt: str, out_dir: str | Path) -> list[Path]:
-    """Write the atlas in ``fmt`` under ``out_dir`` (atomically, file by file); returns the paths."""
+def export(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, Any]], fmt: str, out_dir: str | Path,
+           sentences: Mapping[str, str] | None = None) -> list[Path]:
+    """Write the atlas in ``fmt`` under ``out_dir`` (atomically, file by file); returns the paths.
+    ``sentences`` (mention id -> text) feeds the HTML page's evidence."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     out = Path(out_dir)
+    if fmt == "html":
+        from .html import write_html
+
+        return [write_html(nodes, links, out, sentences)]
     if fmt == "skos":
         path = out / "atlas.ttl"
         with atomic_path(path) as tmp:

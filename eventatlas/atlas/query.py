@@ -70,6 +70,12 @@ def neighbourhood(name: str, *, top: int = 5, sentences: int = 3, warehouse_path
     return out
 
 
+def evidence_sentences(links: list[dict[str, Any]], per_link: int = 2, warehouse_path=None) -> dict[str, str]:
+    """mention id -> sentence for the first ``per_link`` evidence mentions of each link (the HTML page's)."""
+    ids = [m for r in links for m in (r.get("evidence_mention_ids") or [])[:per_link]]
+    return _sentences(Warehouse(warehouse_path), ids, 1)
+
+
 def all_rows(warehouse_path=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     wh = Warehouse(warehouse_path)
     return (_rows(wh, "SELECT * EXCLUDE (part) FROM atlas_nodes ORDER BY node_id"),

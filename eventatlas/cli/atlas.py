@@ -163,12 +163,12 @@ def show_cmd(
 
 @atlas_app.command("export")
 def export_cmd(
-    fmt: str = typer.Option(..., "--format", help="csv | jsonl | skos (RDF Turtle)"),
+    fmt: str = typer.Option(..., "--format", help="csv | jsonl | skos (RDF Turtle) | html (offline interactive graph)"),
     out: Path = typer.Option(Path("atlas_export"), "--out", "-o", help="output directory"),
 ) -> None:
-    """Write the atlas (from the warehouse) as CSV, JSON lines or SKOS/RDF Turtle."""
+    """Write the atlas (from the warehouse) as CSV, JSON lines, SKOS/RDF Turtle or one offline HTML page."""
     from ..atlas.export import FORMATS, export
-    from ..atlas.query import all_rows
+    from ..atlas.query import all_rows, evidence_sentences
     from ..warehouse import WarehouseError
 
     if fmt not in FORMATS:
@@ -177,7 +177,7 @@ def export_cmd(
         nodes, links = all_rows()
     except WarehouseError as e:
         _fail(str(e))
-    paths = export(nodes, links, fmt, out)
+    paths = export(nodes, links, fmt, out, evidence_sentences(links) if fmt == "html" else None)
     console.print(f"wrote {len(nodes)} nodes and {len(links)} links: {', '.join(map(str, paths))}", markup=False,
                   soft_wrap=True)
 
