@@ -117,10 +117,17 @@ def test_combined_weight_is_chosen_on_dev():
     name = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # names wrong for query 1
     ev = np.array([[0.6, 0.4], [0.0, 1.0], [0.4, 0.6]])     # evidence right everywhere, weakly
     cols = {0: {0}, 1: {1}, 2: {1}}
-    w, which, dev_mrr = G.choose_weight(name, {"centroid": rank_normalise(ev)}, cols, [0, 1, 2])
+    w, nm, which, dev_mrr = G.choose_weight({"name": name}, {"centroid": rank_normalise(ev)}, cols, [0, 1, 2])
     assert which == "centroid" and dev_mrr == 1.0 and w < 0.5  # names cannot outvote the evidence on query 1
-    w_names, _, _ = G.choose_weight(name, {"centroid": rank_normalise(ev)}, cols, [0, 2])
+    w_names, _, _, _ = G.choose_weight({"name": name}, {"centroid": rank_normalise(ev)}, cols, [0, 2])
     assert w_names == 0.0  # ties go to the smaller weight
+    # a near name (0.8) pulls query 0 off its evidence; its exact-only variant does not
+    near = np.array([[0.0, 0.8], [0.0, 1.0], [0.0, 1.0]])
+    evid = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])  # evidence wrong on query 2 only
+    cols2 = {0: {0}, 1: {1}, 2: {1}}
+    np.testing.assert_array_equal(G.exact_only(near), [[0, 0], [0, 1], [0, 1]])
+    w, nm, _, dev_mrr = G.choose_weight({"name": near, "name_exact": G.exact_only(near)}, {"vote": evid}, cols2, [0, 1, 2])
+    assert (nm, dev_mrr) == ("name_exact", 1.0) and 0.5 < w < 1.0
 
 
 def test_cluster_frame_share_by_hand():

@@ -99,17 +99,25 @@ def renamed(types: Sequence[str], names: Sequence[str], gold: Mapping[int, set[s
     return out
 
 
-def choose_weight(name: np.ndarray, evidence: Mapping[str, np.ndarray], gold_cols: Mapping[int, set[int]],
-                  dev: Sequence[int], grid: Sequence[float] = tuple(np.round(np.arange(0, 1.01, 0.1), 2))) -> tuple[float, str, float]:
-    """(weight, evidence scorer, dev MRR) maximising dev MRR of ``w * name + (1 - w) * evidence``
-    (evidence rank-normalised; ties: the smaller weight, then the scorer name)."""
-    best = (-1.0, 0.0, "")
-    for ev_name, E in sorted(evidence.items()):
-        for w in grid:
-            m = link_metrics(combine(name, E, w), gold_cols, dev).get("mrr", 0.0)
-            if m > best[0] + 1e-12:
-                best = (m, float(w), ev_name)
-    return best[1], best[2], best[0]
+def choose_weight(names: Mapping[str, np.ndarray], evidence: Mapping[str, np.ndarray], gold_cols: Mapping[int, set[int]],
+                  dev: Sequence[int], grid: Sequence[float] = tuple(np.round(np.arange(0, 1.01, 0.1), 2))
+                  ) -> tuple[float, str, str, float]:
+    """(weight, name variant, evidence scorer, dev MRR) maximising dev MRR of ``w * name + (1 - w) *
+    evidence`` over the name variants (e.g. the name score, or its exact matches only), the evidence
+    scorers (rank-normalised) and the weight grid; ties: the smaller weight, then the names' order."""
+    best = (-1.0, 0.0, "", "")
+    for nm, N in sorted(names.items()):
+        for ev_name, E in sorted(evidence.items()):
+            for w in grid:
+                m = link_metrics(combine(N, E, w), gold_cols, dev).get("mrr", 0.0)
+                if m > best[0] + 1e-12 or (abs(m - best[0]) <= 1e-12 and w < best[1]):
+                    best = (m, float(w), nm, ev_name)
+    return best[1], best[2], best[3], best[0]
+
+
+def exact_only(name: np.ndarray) -> np.ndarray:
+    """The name scorer's exact matches alone (1) and nothing for a near name (0)."""
+    return (np.nan_to_num(name, nan=0.0) >= 1.0).astype(np.float64)
 
 
 def combine(name: np.ndarray, evidence_ranked: np.ndarray, w: float) -> np.ndarray:

@@ -111,9 +111,10 @@ def link_pair(A: Inventory, B: Inventory, cfg: LinkConfig | None = None, *, enco
                     unreachable=len(gold) - len(cols), split_seed=cfg.seed, dev_fraction=cfg.dev_fraction)
         ev = {m: rank_normalise(matrices[m]) for m in EVIDENCE_SCORERS if m in matrices}
         if "name" in matrices and ev and dev:
-            w, ev_name, dev_mrr = G.choose_weight(matrices["name"], ev, cols, dev)
-            matrices["combined"] = G.combine(matrices["name"], ev[ev_name], w)
-            info["combined"] = {"weight_name": w, "evidence": ev_name, "dev_mrr": round(dev_mrr, 4)}
+            names = {"name": matrices["name"], "name_exact": G.exact_only(matrices["name"])}
+            w, name_var, ev_name, dev_mrr = G.choose_weight(names, ev, cols, dev)
+            matrices["combined"] = G.combine(names[name_var], ev[ev_name], w)
+            info["combined"] = {"weight_name": w, "name": name_var, "evidence": ev_name, "dev_mrr": round(dev_mrr, 4)}
         for m, S in matrices.items():
             variant = m if m == "name" else f"{m}:{enc}"
             rep = None if m == "name" else cfg.representation
