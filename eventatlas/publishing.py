@@ -246,3 +246,61 @@ def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> 
     Path(entry).unlink(missing_ok=True)
     warn(f"queued {'build' if Path(entry).stem.startswith(BUILD_PREFIX) else 'run'} {Path(entry).stem} set aside "
          f"({bad}): {reason}")
+
+
+ATLAS_TABLES = {"nodes": "atlas_nodes", "declared": "atlas_links", "learned": "atlas_links"}
+
+
+def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.PathLike | None = None,
+                  warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Land an atlas build (:mod:`eventatlas.atlas.build`) in the warehouse, incrementally.
+
+    In one transaction: the parts whose fingerprint (or file) differs from what ``atlas_parts`` holds
+    have their rows replaced, the parts gone from the build's manifest lose theirs, the rest is not
+    touched. Returns ``{"landed": [...], "unchanged": n, "dropped": [...]}``. The build stays on disk, so
+    a publish that meets a busy warehouse (:class:`WarehouseLocked`, after the bounded wait) is simply
+    run again (``eventatlas atlas publish``): it is idempotent.
+    """
+    from .atlas.build import read_manifest
+    from .warehouse import _insert_arrow
+
+    warn = warn or log.warning
+    root = Path(atlas_root)
+    parts = read_manifest(root)["parts"]
+    wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
+    wh.migrate()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: dict[str, Any] = {"landed": [], "unchanged": 0, "dropped": [], "warehouse": str(wh.path)}
+    with wh.transaction() as con:
+        have = {p: (f, s) for p, f, s in con.execute("SELECT part, fingerprint, sha256 FROM atlas_parts").fetchall()}
+        for name in sorted(set(have) - set(parts)):
+            for t in ("atlas_nodes", "atlas_links", "atlas_parts"):
+                con.execute(f"DELETE FROM {t} WHERE part = ?", [name])
+            out["dropped"].append(name)
+        for name, p in sorted(parts.items()):
+            if have.get(name) == (p["fingerprint"], p.get("sha256")):
+                out["unchanged"] += 1
+                continue
+            table_name = ATLAS_TABLES[p["kind"]]
+            path = root / p["path"]
+            try:
+                data = pq.read_table(path)
+            except (OSError, pa.ArrowInvalid) as e:
+                raise RecordError(f"{path}: atlas part {name} is not readable ({e})") from None
+            data = data.add_column(0, "part", pa.array([name] * data.num_rows, pa.string()))
+            for t in ("atlas_nodes", "atlas_links", "atlas_parts"):
+                con.execute(f"DELETE FROM {t} WHERE part = ?", [name])
+            _insert_arrow(con, table_name, data)
+            con.execute('INSERT INTO atlas_parts (part, kind, fingerprint, sha256, "rows", path, landed_at) '
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [name, p["kind"], p["fingerprint"], p.get("sha256"), data.num_rows, str(path), utcnow()])
+            out["landed"].append(name)
+    from . import config
+
+    try:  # `atlas show` reads evidence sentences through the mentions view
+        wh.refresh_views(config.data_root())
+    except WarehouseLocked as e:
+        warn(f"views of {wh.path} not refreshed (busy): {e}")
+    return out

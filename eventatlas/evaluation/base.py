@@ -4,7 +4,8 @@ Columns (the warehouse ``metrics`` table has the same ones, plus ``run_id``):
 
 * ``task``: what is evaluated: ``induction`` (clustering mentions into types/frames),
   ``naming``, ``linking``, ``similarity`` (event pairs), ``retrieval``, ``grounding``,
-  ``training`` (facts of the training itself, e.g. the chosen stopping epoch).
+  ``training`` (facts of the training itself, e.g. the chosen stopping epoch), ``atlas`` (type -> frame
+  links of the atlas scored against the hand mappings, :mod:`eventatlas.atlas.gold`).
 * ``dataset``, ``split``: the data scored.
 * ``setting``: the evaluation protocol inside the task (e.g. ``10 seen / 40 unseen``,
   ``fold 1``, ``k=5``); ``None`` when the task has a single protocol.
@@ -24,12 +25,13 @@ from typing import Any, Iterable, Mapping
 
 METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
                "metric", "value", "seed")
-TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training")
+TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training", "atlas")
 # the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars)
 DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
-                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code")}
+                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code"),
+                   "atlas": ("hits@1", "mrr")}
 # Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
-NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters)$|^stop_epoch_")
+NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters|n_queries|n_queries_renamed)$|^stop_epoch_")
 
 
 def metric_rows(scores: Mapping[str, Any], *, task: str, dataset: str, method: str, seed: int,

@@ -1,0 +1,208 @@
+"""Building the atlas incrementally: parts on disk, each rebuilt only when its inputs change.
+
+The atlas directory (default ``<data root>/atlas``) holds one Parquet *part* per unit of work and a
+``manifest.json`` naming each part with the fingerprint of its inputs:
+
+* ``nodes/<inventory>``: an inventory's nodes (the dataset's fingerprint, or the run's assignments hash);
+* ``declared/<inventory>``: its declared links (+ the mapping file and the FrameNet inventories present);
+* ``learned/<source>__<target>__<encoder>``: the learned links of one pair with one encoder (both
+  inventories' fingerprints, the encoder's fingerprint and the link configuration).
+
+:func:`build` rebuilds a part only when its fingerprint changed (``full=True`` rebuilds all), and drops
+the parts of inventories that are gone: a new dataset or run adds its nodes and links and leaves the
+rest alone. The publish path (:func:`eventatlas.publishing.publish_atlas`) lands the changed parts in
+the warehouse; the metric rows of the pairs scored now go into one run record (task ``atlas``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pyarrow.parquet as pq
+
+from .. import config
+from ..io import atomic_write_json, sha256_file, write_parquet
+from .declared import declared_links
+from .inventory import Inventory, cluster_inventories, dataset_inventory
+from .link import LinkConfig, encoder_label, gold_mapping, link_pair
+
+log = logging.getLogger(__name__)
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def atlas_dir() -> Path:
+    return config.data_root() / "atlas"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")[:120]
+
+
+def _fp(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def read_manifest(root: str | Path) -> dict[str, Any]:
+    p = Path(root) / MANIFEST
+    if not p.exists():
+        return {"format": FORMAT, "parts": {}}
+    try:
+        man = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        from ..io import InputError
+
+        raise InputError(p, "file", f"not a JSON atlas manifest ({e})") from None
+    man.setdefault("parts", {})
+    return man
+
+
+def discover(datasets: Sequence[str] | None = None, runs: Sequence[str] | None = None) -> list[Inventory]:
+    """The inventories of the named datasets and runs (default: every ingested dataset with event types,
+    every run under the runs dir that wrote clusterings)."""
+    ddir, rdir = config.datasets_dir(), config.runs_dir()
+    names = list(datasets) if datasets is not None else sorted(
+        p.name for p in ddir.glob("*") if (p / "event_types.parquet").exists() and (p / "manifest.json").exists())
+    invs = []
+    for n in names:
+        p = Path(n) if Path(n).is_dir() else ddir / n
+        if not (p / "manifest.json").exists():
+            raise FileNotFoundError(f"{p}: dataset {n!r} is not ingested")
+        invs.append(dataset_inventory(p))
+    run_dirs = [rdir / r for r in runs] if runs is not None else sorted(p for p in rdir.glob("*") if (p / "run.json").exists())
+    for r in run_dirs:
+        if not (r / "run.json").exists():
+            raise FileNotFoundError(f"{r}: run {r.name!r} has no run record")
+        invs += [i for i in cluster_inventories(r) if (i.dataset_dir / "mentions.parquet").exists()]
+    return invs
+
+
+def default_pairs(invs: Iterable[Inventory]) -> list[tuple[str, str]]:
+    """Every non-FrameNet inventory (types and clusters) -> every FrameNet inventory; inventories without
+    mentions have no evidence to link from (their nodes and declared links still join)."""
+    invs = [i for i in invs if any(i.mentions.values())]
+    fn = [i for i in invs if i.ontology == "FrameNet" and i.kind == "type"]
+    return [(a.key, b.key) for a in invs if a.ontology != "FrameNet" for b in fn]
+
+
+@dataclass
+class BuildReport:
+    root: str
+    built: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "built": self.built, "kept": self.kept, "removed": self.removed,
+                "metric_rows": len(self.metrics), "pairs": self.pairs, "seconds": round(self.seconds, 2)}
+
+
+def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None = None,
+          pairs: Sequence[tuple[str, str]] | None = None, encoders: Sequence[str | None] = (None,),
+          cfg: LinkConfig | None = None, root: str | Path | None = None, full: bool = False,
+          prune: bool = True) -> BuildReport:
+    """Build (or bring up to date) the atlas under ``root``; see the module doc. ``prune=False`` keeps
+    parts of inventories not named this time (e.g. ``atlas link`` adds one pair)."""
+    from ..encode import model_fingerprint
+
+    t0 = time.perf_counter()
+    cfg = cfg or LinkConfig()
+    root = Path(root) if root is not None else atlas_dir()
+    man = read_manifest(root)
+    old = man["parts"]
+    new: dict[str, dict[str, Any]] = {}
+    rep = BuildReport(root=str(root))
+    invs = discover(datasets, runs)
+    by_key = {i.key: i for i in invs}
+    fns = [i for i in invs if i.ontology == "FrameNet" and i.kind == "type"]
+
+    def part(name: str, fingerprint: str, make, kind: str) -> None:
+        path = root / kind / f"{_slug(name.split('/', 1)[1])}.parquet"
+        prev = old.get(name)
+        if not full and prev and prev.get("fingerprint") == fingerprint and (root / prev["path"]).exists():
+            new[name] = prev
+            rep.kept.append(name)
+            return
+        table, extra = make()
+        write_parquet(table, path)
+        new[name] = {"kind": kind, "fingerprint": fingerprint, "path": str(path.relative_to(root)),
+                     "rows": table.num_rows, "sha256": sha256_file(path), **extra}
+        rep.built.append(name)
+
+    for inv in invs:
+        part(f"nodes/{inv.key}", _fp(inv.fingerprint), lambda inv=inv: (inv.node_table(), {}), "nodes")
+        if inv.kind == "type":
+            from .gold import mapping_path
+
+            mp = mapping_path(inv.ontology)
+            mfp = sha256_file(mp) if mp is not None and mp.exists() else None
+            part(f"declared/{inv.key}", _fp(inv.fingerprint, mfp, sorted((f.key, f.fingerprint) for f in fns)),
+                 lambda inv=inv: (declared_links(inv, fns), {}), "declared")
+    todo = list(pairs) if pairs is not None else default_pairs(invs)
+    enc_fps = {e: model_fingerprint(e)["hash"] for e in encoders}
+    for a, b in todo:
+        if a not in by_key or b not in by_key:
+            missing = a if a not in by_key else b
+            raise FileNotFoundError(f"atlas link: no inventory {missing!r} (known: {', '.join(sorted(by_key))})")
+        A, B = by_key[a], by_key[b]
+        for e in encoders:
+            name = f"learned/{a}__{b}__{encoder_label(e)}"
+            gold = gold_mapping(A, B)  # the gold fits the calibration and is scored: its change rebuilds
+            fp = _fp(A.fingerprint, B.fingerprint, enc_fps[e], cfg.as_dict(), A.majority, gold)
+
+            def make(A=A, B=B, e=e):
+                res = link_pair(A, B, cfg, encoder=e, work_dir=root / "work")
+                rep.metrics.extend(res.metrics)
+                rep.pairs.append(res.info)
+                log.info("atlas %s -> %s (%s): %d links in %.1fs", A.key, B.key, res.info["encoder"],
+                         res.links.num_rows, res.info["seconds"])
+                return res.links, {"info": res.info}
+
+            part(name, fp, make, "learned")
+    if not prune:
+        new = {**{k: v for k, v in old.items() if k not in new}, **new}
+    rep.removed = sorted(set(old) - set(new))
+    atomic_write_json(root / MANIFEST, {"format": FORMAT, "parts": new, "link_config": cfg.as_dict()})
+    for name in rep.removed:  # after the manifest: a crash in between leaves an unlisted file, not a listed gap
+        (root / old[name]["path"]).unlink(missing_ok=True)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def read_part(root: str | Path, name: str):
+    man = read_manifest(root)
+    return pq.read_table(Path(root) / man["parts"][name]["path"])
+
+
+def write_record(report: BuildReport, *, encoders: Sequence[str | None], cfg: LinkConfig, flow: str = "atlas") -> Path | None:
+    """The run record of a build whose pairs were scored against the gold (None when nothing was scored):
+    ``runs/<atlas-...>/run.json`` with the metric rows (task ``atlas``), for the publish path."""
+    from ..records import finish_record, new_record, write_metrics
+    from ..records import write_record as write_run
+    from ..runinfo import new_run_id
+
+    if not report.metrics:
+        return None
+    seen, rows = set(), []
+    for r in report.metrics:  # the name scorer's rows repeat once per encoder: keep one
+        key = tuple(r.get(k) for k in ("dataset", "split", "setting", "variant", "metric"))
+        if key not in seen:
+            seen.add(key)
+            rows.append(r)
+    run_id = new_run_id("atlas")
+    run_dir = config.runs_dir() / run_id
+    rec = new_record(run_id, flow=flow, task="atlas", method="atlas",
+                     params={"encoders": [encoder_label(e) for e in encoders], "link_config": cfg.as_dict(),
+                             "pairs": report.pairs, "atlas": report.root},
+                     data_fingerprints={}, seed=cfg.seed, device="cpu")
+    write_metrics(rec, rows, run_dir)
+    return write_run(run_dir, finish_record(rec, "completed"))

@@ -1,0 +1,197 @@
+"""``eventatlas atlas``: the map linking every event-type inventory (build, link, show, export, publish)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from . import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
+
+atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
+                             "runs) linked by evidence (their mentions) and by what they declare.")
+app.add_typer(atlas_app, name="atlas")
+
+ENCODER_HELP = "HF id, local path or run:<run id> of a saved model (repeat or comma-separate; default all-MiniLM-L6-v2)"
+
+
+def _cfg(max_per_type: Optional[int], top: int, k: int, seed: int, representation: str) -> dict[str, Any]:
+    return {"max_per_type": max_per_type, "top": top, "k": k, "seed": seed, "representation": representation}
+
+
+def _run(datasets, runs, pairs, encoders, config, full: bool, prune: bool) -> dict[str, Any]:
+    """The atlas flow when Prefect is in use, else the same steps directly (build, land, publish scores)."""
+    from ..io import InputError
+    from ..records import RecordError
+    from ..warehouse import WarehouseError
+
+    try:
+        if use_prefect():
+            from flows.atlas import atlas as flow
+
+            with prefect_guard():
+                return flow(datasets, runs, pairs, encoders, config, full, prune)
+        from ..atlas.build import build, write_record
+        from ..atlas.link import LinkConfig
+        from ..publishing import publish_atlas, publish_records
+
+        cfg = LinkConfig(**config)
+        encs = encoders or [None]
+        rep = build(datasets=datasets, runs=runs, pairs=[tuple(p) for p in pairs] if pairs else None, encoders=encs,
+                    cfg=cfg, full=full, prune=prune)
+        record = write_record(rep, encoders=encs, cfg=cfg)
+        landed = publish_atlas(rep.root, warn=print_warning)
+        published = publish_records([record], warn=print_warning).as_dict() if record else None
+        return {"build": {**rep.as_dict(), "record": str(record) if record else None, "metrics": rep.metrics},
+                "landed": landed, "published": published}
+    except (RecordError, WarehouseError, InputError, ValueError) as e:
+        _fail(str(e), code=2 if isinstance(e, (InputError, ValueError)) else 1)
+
+
+def _summary(out: dict[str, Any]) -> None:
+    b, landed = out["build"], out["landed"]
+    console.print(f"atlas {b['root']}: {len(b['built'])} parts built, {len(b['kept'])} unchanged, "
+                  f"{len(b['removed'])} removed in {b['seconds']:.1f}s; warehouse: {len(landed['landed'])} parts "
+                  f"landed, {landed['unchanged']} unchanged, {len(landed['dropped'])} dropped"
+                  + (f"; scores: run {Path(b['record']).parent.name}" if b.get("record") else ""),
+                  markup=False, soft_wrap=True)
+
+
+@atlas_app.command("build")
+def build_cmd(
+    dataset: Optional[List[str]] = typer.Option(None, "--dataset", help="inventories (default: every ingested dataset with event types)"),
+    run: Optional[List[str]] = typer.Option(None, "--run", help="runs whose clusterings join (default: every run with assignments)"),
+    encoder: Optional[List[str]] = typer.Option(None, "--encoder", help=ENCODER_HELP),
+    max_per_type: Optional[int] = typer.Option(None, "--max-per-type", help="mentions sampled per type (default: all)"),
+    top: int = typer.Option(5, "--top", help="learned links kept per type and scorer"),
+    k: int = typer.Option(10, "--k", help="neighbours per mention of the mention vote"),
+    seed: int = typer.Option(0, "--seed", help="the mention sample and the gold's dev/test split"),
+    representation: str = typer.Option("trigger", "--representation", "-r"),
+    full: bool = typer.Option(False, "--full", help="rebuild every part (default: only what changed)"),
+) -> None:
+    """Build or update the atlas: nodes, declared links, learned links of every non-FrameNet inventory to
+    every FrameNet one; only the parts whose inputs changed are rebuilt, then landed in the warehouse."""
+    datasets = [dataset_dir(d).name for d in split(dataset) or []] or None
+    runs = [run_dir(r).name for r in split(run) or []] if run is not None else None
+    out = _run(datasets, runs, None, split(encoder), _cfg(max_per_type, top, k, seed, representation), full, True)
+    _summary(out)
+
+
+def _inventory_args(name: str) -> tuple[list[str], list[str]]:
+    """(datasets, runs) an inventory name needs: a dataset, or run:<id>/<rep>/<algo>."""
+    if name.startswith("run:"):
+        return [], [run_dir(name[4:].split("/", 1)[0]).name]
+    return [dataset_dir(name).name], []
+
+
+@atlas_app.command("link")
+def link_cmd(
+    source: str = typer.Option(..., "--from", help="source inventory: a dataset, or run:<run id>/<rep>/<algo>"),
+    target: str = typer.Option(..., "--to", help="target inventory (e.g. a FrameNet dataset)"),
+    encoder: Optional[List[str]] = typer.Option(None, "--encoder", help=ENCODER_HELP),
+    max_per_type: Optional[int] = typer.Option(None, "--max-per-type", help="mentions sampled per type (default: all)"),
+    top: int = typer.Option(5, "--top", help="learned links kept per type and scorer"),
+    k: int = typer.Option(10, "--k", help="neighbours per mention of the mention vote"),
+    seed: int = typer.Option(0, "--seed"),
+    representation: str = typer.Option("trigger", "--representation", "-r"),
+    show: int = typer.Option(20, "--show", help="source types printed with their best target"),
+) -> None:
+    """Link two inventories from their mentions (every scorer), add the links to the atlas, and score them
+    against the hand mapping when the pair has one (task atlas in the warehouse)."""
+    d1, r1 = _inventory_args(source)
+    d2, r2 = _inventory_args(target)
+    out = _run(d1 + d2, r1 + r2, [[source, target]], split(encoder), _cfg(max_per_type, top, k, seed, representation),
+               False, False)
+    _summary(out)
+    metrics = out["build"].get("metrics")
+    if metrics is None and out["build"].get("record"):
+        from ..records import load_metrics, read_record
+
+        metrics = load_metrics(read_record(out["build"]["record"]))
+    rows = sorted({(m["split"], m["variant"], m["metric"], m["value"]) for m in metrics or []
+                   if m["metric"] in ("hits@1", "hits@5", "mrr", "n_queries", "cluster_frame_share")})
+    if rows:
+        print_rows(["split", "scorer", "metric", "value"], rows, title=f"{source} -> {target} against the hand mapping")
+    from ..atlas.build import atlas_dir, read_part
+    from ..atlas.link import encoder_label
+
+    name = f"learned/{source}__{target}__{encoder_label((split(encoder) or [None])[0])}"
+    try:
+        t = read_part(atlas_dir(), name).to_pylist()
+    except KeyError:
+        return
+    best = {}
+    for r in t:
+        if r["rank"] == 1 and r["method"] in ("combined", "vote", "centroid"):
+            best.setdefault(r["source"], {})[r["method"]] = r["target"].split("::", 1)[1]
+    print_rows(["source type", "combined", "vote", "centroid"],
+               [(s.split("::", 1)[1], v.get("combined", ""), v.get("vote", ""), v.get("centroid", ""))
+                for s, v in sorted(best.items())], title="best target per source type", max_rows=show)
+
+
+@atlas_app.command("show")
+def show_cmd(
+    name: str = typer.Argument(..., help="a node id (<inventory>::<type>), a type id or a type name"),
+    top: int = typer.Option(5, "--top", help="learned links shown per scorer and inventory"),
+    sentences: int = typer.Option(3, "--sentences", help="evidence sentences shown per link"),
+) -> None:
+    """A type's neighbourhood across inventories: declared links, the best learned links per scorer with
+    their scores, and the evidence sentences behind them."""
+    from ..atlas.query import neighbourhood
+    from ..warehouse import WarehouseError
+
+    try:
+        found = neighbourhood(name, top=top, sentences=sentences)
+    except (WarehouseError, LookupError) as e:
+        _fail(str(e).strip("'\""), code=2)
+    for node in found:
+        console.print(f"[bold]{node['node_id']}[/bold]  ({node['kind']}, {node['ontology'] or 'no ontology'}, "
+                      f"{node['n_mentions']} mentions){': ' + node['definition'][:160] if node.get('definition') else ''}",
+                      soft_wrap=True, highlight=False)
+        for s in node["examples"]:
+            console.print(f"    e.g. {s}", markup=False, soft_wrap=True)
+        if node["declared"]:
+            print_rows(["relation", "direction", "other", "provenance"],
+                       [(r["relation"], r["direction"], r["other"], r["provenance"]) for r in node["declared"]],
+                       title="declared links")
+        if node["learned"]:
+            print_rows(["scorer", "rank", "other", "score", "raw", "encoder", "evidence"],
+                       [(r["method"], r["rank"], r["other"], r["score"], r["raw_score"], r["encoder"] or "",
+                         " | ".join(r["sentences"])) for r in node["learned"]], title="learned links (score: calibrated)")
+
+
+@atlas_app.command("export")
+def export_cmd(
+    fmt: str = typer.Option(..., "--format", help="csv | jsonl | skos (RDF Turtle) | html (offline interactive graph)"),
+    out: Path = typer.Option(Path("atlas_export"), "--out", "-o", help="output directory"),
+) -> None:
+    """Write the atlas (from the warehouse) as CSV, JSON lines, SKOS/RDF Turtle or one offline HTML page."""
+    from ..atlas.export import FORMATS, export
+    from ..atlas.query import all_rows, evidence_sentences
+    from ..warehouse import WarehouseError
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}", code=2)
+    try:
+        nodes, links = all_rows()
+    except WarehouseError as e:
+        _fail(str(e))
+    paths = export(nodes, links, fmt, out, evidence_sentences(links) if fmt == "html" else None)
+    console.print(f"wrote {len(nodes)} nodes and {len(links)} links: {', '.join(map(str, paths))}", markup=False,
+                  soft_wrap=True)
+
+
+@atlas_app.command("publish")
+def publish_cmd() -> None:
+    """Land the atlas build on disk in the warehouse again (e.g. after the warehouse was busy)."""
+    from ..atlas.build import atlas_dir
+    from ..publishing import publish_atlas
+    from ..warehouse import WarehouseError
+
+    try:
+        out = publish_atlas(atlas_dir(), warn=print_warning)
+    except WarehouseError as e:
+        _fail(str(e))
+    console.print(f"{len(out['landed'])} parts landed, {out['unchanged']} unchanged, {len(out['dropped'])} dropped",
+                  markup=False)
