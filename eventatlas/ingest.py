@@ -10,7 +10,7 @@ Guards against silent data loss (issue 16): an ingest whose reader yields nothin
 is expected to fill (``EXPECTED_TABLES`` of the reader module, default ``mentions``) or keeps under
 ``MIN_ACCEPT`` of its records is refused ("this does not look like <reader> input: <first reject>");
 a new version with under ``SHRINK_RATIO`` of the previous version's rows needs ``allow_shrink=True``;
-documents repeated under one id are dropped with a ``duplicate_document`` reject. A refused or failed
+repeated ids (documents with their mentions, types, mentions) are rejects (``readers._common.unique_ids``). A refused or failed
 ingest keeps the previous version, leaves no directory behind for a new dataset name, and the next
 run of a dataset removes temp files an earlier killed ingest left (only ones older than this process).
 """
@@ -30,7 +30,7 @@ from . import config
 from .download import fetch
 from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
 from .readers import REGISTRY, get_reader
-from .readers._common import DATA_ERRORS
+from .readers._common import DATA_ERRORS, unique_ids
 from .registry import dataset_entry, load_registry
 from .schema import SCHEMA_VERSION, TABLES
 
@@ -231,7 +231,6 @@ def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
 
 def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, fetched, entry, t0,
            opts) -> dict:
-    seen_docs: set[str] = set()
     rows: dict[str, int] = {}
     def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
         key = next((f"{k} {row[k]!r}" for k in ("mention_id", "doc_id", "type_id") if row.get(k) is not None), "a row")
@@ -243,17 +242,11 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
         bar = tqdm(desc=f"ingest {name}", unit=" rows", disable=(None if progress is None else not progress), leave=False)
         try:
             rows_in = reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts)
-            for table, row in _named_errors(rows_in, name, path, rows):
+            for table, row in unique_ids(_named_errors(rows_in, name, path, rows), rejects, path):
                 if table not in TABLES or table == "rejects":
                     raise InputError(path, "-", f"reader {name!r} produced unknown table {table!r}")
                 if row.get("dataset") != dataset:
                     row = {**row, "dataset": dataset}
-                if table == "documents":  # safety net; the readers reject repeats themselves with the line
-                    if row["doc_id"] in seen_docs:
-                        rejects.add(row.get("source") or path, row["doc_id"], "duplicate_document",
-                                    f"document id {row['doc_id']!r} seen before; the repeat is skipped", None)
-                        continue
-                    seen_docs.add(row["doc_id"])
                 w.write(table, row)
                 rows[table] = rows.get(table, 0) + 1
                 bar.update()

@@ -269,3 +269,47 @@ def record_guard(rejects: Rejects, source: Any, location: Any, raw: Any = None) 
         raise
     except DATA_ERRORS as e:
         rejects.add(source, location, "bad_record", f"{type(e).__name__}: {e}", str(raw)[:300] if raw is not None else None)
+
+
+# The id column of each table whose rows must be unique, and the reject reason of a repeat.
+UNIQUE_IDS = {"documents": ("doc_id", "duplicate_document"), "event_types": ("type_id", "duplicate_type"),
+              "mentions": ("mention_id", "duplicate_mention")}
+
+
+def unique_ids(rows: Iterator[tuple[str, dict]], rejects: Rejects, path: Any) -> Iterator[tuple[str, dict]]:
+    """Every reader's output passes through here (``ingest`` drives it), so no reader needs its own copy.
+
+    A row whose id (``UNIQUE_IDS``) was read before is dropped with a reject naming where the first one
+    came from. A repeated document takes its rows with it: the mentions (and mention relations) that
+    follow it with its ``doc_id``, up to the next document, are dropped as ``duplicate_document`` rejects,
+    so a second file under one DOCID cannot attach its mentions to the first file's text. Readers that
+    yield documents after their mentions key them in a dict, so no repeat reaches this point from them.
+    A row may carry ``_source`` (file) for the reject; the tables ignore keys outside their schema."""
+    first: dict[str, dict[str, str]] = {t: {} for t in UNIQUE_IDS}
+    repeat_doc: str | None = None  # doc id of the repeated document whose rows are being dropped
+    repeat_where = ""
+    dropped_mentions: set[str] = set()
+    for table, row in rows:
+        if table == "documents":
+            repeat_doc = None
+        where = str(row.get("_source") or row.get("source") or path)
+        if table in ("mentions", "mention_relations") and repeat_doc is not None and (
+                row.get("doc_id") == repeat_doc
+                or dropped_mentions & {row.get("source_mention_id"), row.get("target_mention_id")}):
+            if table == "mentions":
+                dropped_mentions.add(row["mention_id"])
+            rejects.add(repeat_where, f"{table} of document {repeat_doc!r}", "duplicate_document",
+                        f"belongs to the repeat of document {repeat_doc!r}; dropped with it", str(row)[:300])
+            continue
+        if table in UNIQUE_IDS:
+            col, reason = UNIQUE_IDS[table]
+            key = row.get(col)
+            seen = first[table]
+            if key in seen:
+                rejects.add(where, f"{col} {key!r}", reason, f"{col} {key!r} already read from {seen[key]}; this repeat is skipped",
+                            str(row)[:300])
+                if table == "documents":
+                    repeat_doc, repeat_where = key, where
+                continue
+            seen[key] = where
+        yield table, row

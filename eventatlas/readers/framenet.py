@@ -231,7 +231,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
         for f in frames:
             extra = {"ID": f["ID"], "FEs": f["FEs"], "LUs": f["LUs"] or lus_by_frame.get(f["name"], []), "semtypes": f["semtypes"], "examples": f["examples"]}
             yield "event_types", {"dataset": dataset, "type_id": f["name"], "name": f["name"].replace("_", " "), "definition": f["definition"],
-                                  "parent_id": parent.get(f["name"]), "ontology": ONTOLOGY, "extra": dumps(extra)}
+                                  "parent_id": parent.get(f["name"]), "ontology": ONTOLOGY, "extra": dumps(extra),
+                                  "_source": f["source"]}  # names the file when a second file repeats the frame
         if not frames:  # relations only: still give every related frame a row so parent ids resolve
             for fr in sorted({x for r in rels for x in r[:2]} | set(lus_by_frame) - {None}):
                 yield "event_types", {"dataset": dataset, "type_id": fr, "name": fr.replace("_", " "), "definition": None,
