@@ -29,6 +29,7 @@ from tqdm import tqdm
 from . import config
 from .download import fetch
 from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
+from .names import check_name
 from .readers import REGISTRY, get_reader
 from .readers._common import DATA_ERRORS, unique_ids
 from .registry import dataset_entry, load_registry
@@ -138,7 +139,7 @@ def _keep_version(out: Path, prev: dict) -> Path | None:
 
 def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[dict]:
     """Kept earlier versions of ``dataset`` (newest last): ``{version, path, rows, ingested_at}``."""
-    root = (Path(datasets_dir) if datasets_dir else config.datasets_dir()) / ".versions" / dataset
+    root = (Path(datasets_dir) if datasets_dir else config.datasets_dir()) / ".versions" / check_name(dataset, "dataset")
     out = []
     for d in sorted(root.glob("*/manifest.json")):
         man = json.loads(d.read_text(encoding="utf-8"))
@@ -149,6 +150,7 @@ def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[
 def restore_version(dataset: str, version: str, datasets_dir: str | Path | None = None) -> dict:
     """Make a kept version the current one again (the current one is kept as a version first)."""
     root = Path(datasets_dir) if datasets_dir else config.datasets_dir()
+    check_name(dataset, "dataset"), check_name(version, "version")
     src, out = root / ".versions" / dataset / version, root / dataset
     if not (src / "manifest.json").exists():
         known = ", ".join(v["version"] for v in list_versions(dataset, root)) or "none"
@@ -182,6 +184,8 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     one unless ``allow_shrink``; a replaced version is kept under ``<datasets>/.versions/<dataset>/``."""
     if name not in REGISTRY:
         raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    if dataset is not None:
+        check_name(dataset, "--dataset")  # before anything is read or written
     reader = get_reader(name)
     entry = dataset_entry(name)
     fetched = None
@@ -194,7 +198,7 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"input for {name!r} not found: {path}")
-    dataset = dataset or entry.get("dataset") or reader.DEFAULT_DATASET
+    dataset = check_name(dataset or entry.get("dataset") or reader.DEFAULT_DATASET, "--dataset")
     out = Path(out_dir) if out_dir else config.datasets_dir() / dataset
     rejects = Rejects(dataset)
     stats: dict[str, int] = {}

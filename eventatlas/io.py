@@ -185,8 +185,10 @@ class DatasetWriter:
     def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None, on_bad_row=None):
         """``on_bad_row(table, row, error)``: called for a row whose values do not fit the table's schema
         (then dropped); without it such a row fails the write."""
+        from .names import check_name  # here too: every dataset writer (ingest, extract-events, builders)
+
         self.out_dir = Path(out_dir)
-        self.dataset = dataset
+        self.dataset = check_name(dataset, "dataset")
         self.writers = {name: TableWriter(self.out_dir / f"{name}.parquet", TABLES[name],
                                           on_bad_row=None if on_bad_row is None else (lambda r, e, n=name: on_bad_row(n, r, e)))
                         for name in (tables or TABLES)}
