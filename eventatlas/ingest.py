@@ -104,14 +104,16 @@ def _check_yield(name: str, path: Path, rows: dict[str, int], expected: tuple[st
                      "nothing was written (check the reader name and the file)")
 
 
-def _check_shrink(out: Path, prev: dict | None, rows: dict[str, int], expected: tuple[str, ...], allow_shrink: bool) -> None:
+def _check_shrink(path: Path, out: Path, prev: dict | None, rows: dict[str, int], expected: tuple[str, ...],
+                  allow_shrink: bool) -> None:
+    """The refusal names the input (what the user passed), and the dataset it would have replaced."""
     if allow_shrink or not prev:
         return
     before = sum((prev.get("rows") or {}).get(t, 0) for t in expected)
     after = sum(rows.get(t, 0) for t in expected)
     if before and after < before * SHRINK_RATIO:
-        raise InputError(out / "manifest.json", "rows",
-                         f"the new version has {after} {'+'.join(expected)} rows, the current one {before} "
+        raise InputError(path, "-",
+                         f"the new version has {after} {'+'.join(expected)} rows, the current one of {out.name!r} {before} "
                          f"(under {SHRINK_RATIO:.0%}); nothing was replaced; pass --allow-shrink (allow_shrink=True) "
                          "to replace it anyway (the current version is kept under .versions/)")
 
@@ -258,7 +260,7 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
             bar.close()
         w.flush([t for t in TABLES if t != "rejects"])
         _check_yield(name, path, rows, _expected(reader), rejects)
-        _check_shrink(out, prev, rows, _expected(reader), allow_shrink)
+        _check_shrink(path, out, prev, rows, _expected(reader), allow_shrink)
         if prev:
             _keep_version(out, prev)
         for r in rejects.rows:

@@ -45,23 +45,58 @@ def read_text(path: str | os.PathLike, data: bytes | None = None) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+_MAX_INT_DIGITS = 4000  # Python refuses to convert longer digit strings (sys.get_int_max_str_digits, 4300)
+
+
+class HugeInt:
+    """A JSON integer too long for Python: neither int nor str, so the field is a wrong-type value the
+    reader rejects with its record (``int()`` on it would refuse the whole file)."""
+
+    def __init__(self, digits: str):
+        self.digits = digits
+
+    def __str__(self) -> str:
+        return f"{self.digits[:12]}...({len(self.digits)} digits)"
+
+    __repr__ = __str__
+
+
+def _parse_int(digits: str) -> int | HugeInt:
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_INT_DIGITS else HugeInt(digits)
+
+
+def parse_json(text: str, path: Any, line: int | None = None) -> Any:
+    """``json.loads`` with the two failures named as bad input: malformed JSON (its line and column) and
+    nesting too deep for the parser (a RecursionError would be an internal failure)."""
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"line {line or e.lineno}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise InputError(path, f"line {line}" if line else "-",
+                         "JSON nested too deeply to parse (thousands of levels); not a record any reader reads") from None
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) per non-blank line; malformed JSON is fatal and names the line."""
     for n, line in iter_lines(path):
         if not line.strip():
             continue
-        try:
-            yield n, json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"line {n}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+        yield n, parse_json(line, path, n)
 
 
 def load_json(path: str | os.PathLike) -> Any:
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"line {e.lineno}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+    return parse_json(read_text(path), path)
+
+
+def is_label(value: Any) -> bool:
+    """A usable type name / label: a non-empty string (7, [] or {} in a type field is a wrong-type record)."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def parse_offset(text: Any) -> int | None:
+    """A non-negative integer attribute (XML offsets): None for anything else, 5000 digits included."""
+    return int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 18 else None
 
 
 def join_tokens(tokens: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
@@ -242,6 +277,9 @@ def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, s
     miss = require(event, ("start", "end", "text", "event_type")) if isinstance(event, dict) else ["all fields"]
     if miss:
         rejects.add(source, location, "missing_field", f"event lacks {', '.join(miss)}", event)
+        return None
+    if not is_label(event["event_type"]):
+        rejects.add(source, location, "bad_record", f"event_type {event['event_type']!r} is not a type name", event)
         return None
     s, t = event["start"], event["end"]
     if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):

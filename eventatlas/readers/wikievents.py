@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, record_guard, require
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -110,6 +110,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                     if miss:
                         rejects.add(f, eloc, "missing_field", f"missing {', '.join(miss)}", ev)
                         continue
+                    if not is_label(ev["event_type"]):
+                        rejects.add(f, eloc, "bad_record", f"event_type {ev['event_type']!r} is not a type name", ev)
+                        continue
                     ts, te = trig["start"], trig["end"]
                     if not (isinstance(ts, int) and isinstance(te, int) and 0 <= ts < te <= g):
                         rejects.add(f, eloc, "bad_offsets", f"token span [{ts}, {te}) outside 0..{g}", ev)
@@ -153,8 +156,13 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
     roles: dict[str, list] = {}
     meta = path / "meta.json" if path.is_dir() else path.parent / "meta.json"
     if meta.exists():  # ontology file of the release: [[type, [roles...]], ...]
-        for i, item in enumerate(load_json(meta)):
-            if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+        items = load_json(meta)
+        if not isinstance(items, list):  # a side file: its types are missing, the documents are still read
+            rejects.add(meta, "top level", "bad_type_entry", f"expected [[type, [roles]], ...], got {type(items).__name__}",
+                        str(items)[:300])
+            items = []
+        for i, item in enumerate(items):
+            if isinstance(item, list) and len(item) == 2 and is_label(item[0]):
                 roles[item[0]] = item[1]
             else:
                 rejects.add(meta, f"[{i}]", "bad_type_entry", "expected [type, [roles]]", item)
