@@ -28,7 +28,8 @@ from tqdm import tqdm
 
 from . import config
 from .download import fetch
-from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
+from .io import (DatasetWriter, InputError, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir,
+                 switch_dir)
 from .names import check_name
 from .readers import REGISTRY, get_reader
 from .readers._common import DATA_ERRORS, unique_ids
@@ -62,11 +63,18 @@ def _process_start() -> float:
 
 
 def clean_stale_temp(out: Path) -> list[Path]:
-    """Remove ``.<table>.parquet.*.tmp`` / ``.manifest.json.*.tmp`` files an earlier (killed) ingest left in
-    ``out``; only files last modified before this process started (a concurrent writer's are newer)."""
+    """Remove what a killed ingest or restore of ``out`` left: its staging directory (the process is gone,
+    :func:`~eventatlas.io.clean_staging`), a half-made kept version (``.versions/<name>/*.partial``), and
+    ``.<table>.parquet.*.tmp`` / ``.manifest.json.*.tmp`` files in ``out`` (only files last modified
+    before this process started: a concurrent writer's are newer)."""
+    removed = clean_staging(out)
+    start = _process_start()
+    for p in (out.parent / ".versions" / out.name).glob("*.partial"):
+        if p.stat().st_mtime < start:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
     if not out.is_dir():
-        return []
-    start, removed = _process_start(), []
+        return removed
     for p in list(out.glob(".*.parquet.*.tmp")) + list(out.glob(".manifest.json.*.tmp")):
         try:
             if p.stat().st_mtime < start:
@@ -128,15 +136,22 @@ def _keep_version(out: Path, prev: dict) -> Path | None:
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for p in [*out.glob("*.parquet"), out / "manifest.json"]:
-        try:
-            os.link(p, tmp / p.name)
-        except OSError:
-            shutil.copy2(p, tmp / p.name)
+    _link_files([*out.glob("*.parquet"), out / "manifest.json"], tmp)
+    fault_point("keep_version")
     os.replace(tmp, dest)
     for old in sorted(p for p in dest.parent.iterdir() if not p.name.endswith(".partial"))[:-KEEP_VERSIONS]:
         shutil.rmtree(old, ignore_errors=True)
     return dest
+
+
+def _link_files(files, dest: Path) -> None:
+    """Hard-link ``files`` into ``dest`` (a copy where links are impossible); no file is ever written in
+    place, so a link shared by two versions never changes under either."""
+    for p in files:
+        try:
+            os.link(p, dest / p.name)
+        except OSError:
+            shutil.copy2(p, dest / p.name)
 
 
 def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[dict]:
@@ -157,16 +172,19 @@ def restore_version(dataset: str, version: str, datasets_dir: str | Path | None 
     if not (src / "manifest.json").exists():
         known = ", ".join(v["version"] for v in list_versions(dataset, root)) or "none"
         raise InputError(src, "-", f"no kept version {version!r} of {dataset!r}; kept versions: {known}")
+    clean_stale_temp(out)
     prev = _previous(out)
     if prev:
         _keep_version(out, prev)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)  # invalid while the tables are swapped
-    for p in src.glob("*.parquet"):
-        with atomic_path(out / p.name) as tmp:
-            shutil.copyfile(p, tmp)
     man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    atomic_write_json(out / "manifest.json", man)
+    stage = staging_dir(out)  # the version is assembled beside the dataset and switched in at once
+    try:
+        _link_files([*src.glob("*.parquet"), src / "manifest.json"], stage)
+        fault_point("restore_staged")
+        switch_dir(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     return man
 
 
@@ -205,8 +223,8 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     rejects = Rejects(dataset)
     stats: dict[str, int] = {}
     t0 = time.perf_counter()
+    clean_stale_temp(out)  # first: it may roll a killed switch forward
     existed = out.exists()
-    clean_stale_temp(out)
     prev = _previous(out)
     # a reader that reads only some files under ``path`` (framenet_grounding) names them: only those are fingerprinted
     fingerprint = fingerprint_paths(reader.input_paths(path, **opts) if hasattr(reader, "input_paths") else [path])
@@ -259,6 +277,7 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
         finally:
             bar.close()
         w.flush([t for t in TABLES if t != "rejects"])
+        fault_point("read")
         _check_yield(name, path, rows, _expected(reader), rejects)
         _check_shrink(path, out, prev, rows, _expected(reader), allow_shrink)
         if prev:

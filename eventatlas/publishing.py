@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from .io import atomic_write_json
+from .io import atomic_write_json, fault_point
 from .records import RecordError, load_metrics, load_train_log, read_record
 from .runinfo import utcnow
 from .warehouse import Warehouse, WarehouseError, WarehouseLocked
@@ -233,8 +233,10 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
                 raise
             _set_aside(entry, str(e), warn)
             continue
+        fault_point("publish_committed")
         if entry is not None:  # only after the commit: a crash in between re-publishes (replaces) it
             Path(entry).unlink(missing_ok=True)
+            fault_point("publish_dequeued")
             out.from_queue.append(run["run_id"])
         {"completed": out.published, "skipped": out.skipped}.get(run.get("status"), out.failed).append(run["run_id"])
         out.metric_rows += len(rows)

@@ -85,6 +85,87 @@ def test_rejects_keep_source_reason_default_detail_and_truncate_raw():
     assert r.counts() == {"bad_value": 2} and len(r) == 2 and set(t[0]) == set(TABLES["rejects"].names)
 
 
+def test_rows_that_do_not_fit_go_to_on_bad_row_with_their_table_and_the_rest_land(tmp_path):
+    bad: list[tuple] = []
+    good = {"mention_id": "m1", "dataset": "ds", "doc_id": "d", "sentence": "x y", "trigger_start": 0,
+            "trigger_end": 1, "trigger": "x", "labels": ["A"]}
+    with DatasetWriter(tmp_path / "ds", "ds", tables=["mentions"], on_bad_row=lambda *a: bad.append(a)) as w:
+        w.write("mentions", good)
+        w.write("mentions", {**good, "mention_id": "m2", "trigger_start": "not a number"})
+        w.write("mentions", {**good, "mention_id": "m3"})
+        man = w.commit()
+    assert [(t, r["mention_id"]) for t, r, _ in bad] == [("mentions", "m2")] and isinstance(bad[0][2], Exception)
+    assert pq.read_table(tmp_path / "ds" / "mentions.parquet").column("mention_id").to_pylist() == ["m1", "m3"]
+    assert man["rows"] == {"mentions": 2}
+
+
+def test_default_batch_is_50000_rows_and_default_raw_limit_500_chars(tmp_path):
+    w = TableWriter(tmp_path / "t.parquet", TABLES["documents"])
+    for i in range(49_999):
+        w.write({"dataset": "d", "doc_id": str(i)})
+    assert w.rows == 0  # still buffered: memory is bounded by the batch, not the table
+    w.write({"dataset": "d", "doc_id": "last"})
+    assert w.rows == 50_000
+    w.abort()
+    r = Rejects("ds")
+    r.add(None, None, "x", raw="y" * 600)
+    assert len(r.rows[0]["raw"]) == 500
+
+
+def test_switch_exchanges_an_existing_directory_in_one_step(tmp_path, monkeypatch):
+    from eventatlas import io
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "old.txt").write_text("old")
+    new = io.staging_dir(tmp_path / "ds")
+    assert new.parent == tmp_path / ".staging" and new.name.startswith(f"ds.{__import__('os').getpid()}.")
+    (new / "new.txt").write_text("new")
+    io.switch_dir(new, tmp_path / "ds")
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["new.txt"]
+    assert not (tmp_path / ".staging").exists()  # the old version went with its staging directory
+    # without an atomic exchange: two renames, same result
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)
+    new = io.staging_dir(tmp_path / "ds")
+    (new / "newer.txt").write_text("newer")
+    io.switch_dir(new, tmp_path / "ds")
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["newer.txt"] and not (tmp_path / ".staging").exists()
+
+
+def test_clean_staging_removes_only_dead_writers_directories(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from eventatlas import io
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    root = tmp_path / ".staging"
+    for name in (f"ds.{dead_pid}.aa", f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", f"other.{dead_pid}.dd", "ds.x.ee"):
+        (root / name).mkdir(parents=True)
+    removed = io.clean_staging(tmp_path / "ds")
+    assert [p.name for p in removed] == [f"ds.{dead_pid}.aa"]
+    assert sorted(p.name for p in root.iterdir()) == sorted([f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc",
+                                                             f"other.{dead_pid}.dd", "ds.x.ee"])
+
+
+def test_fault_point_counts_its_step(monkeypatch):
+    from eventatlas import io
+
+    exits: list[int] = []
+    monkeypatch.setattr(io.os, "_exit", exits.append)
+    monkeypatch.setattr(io, "_FAULT_SEEN", {})
+    monkeypatch.setenv("EVENTATLAS_FAULT_AT", "step_a:2")
+    io.fault_point("step_b")
+    io.fault_point("step_a")
+    assert exits == []
+    io.fault_point("step_a")
+    assert exits == [137]
+    monkeypatch.delenv("EVENTATLAS_FAULT_AT")
+    io.fault_point("step_a")
+    assert exits == [137]
+
+
 # -- the publish path --------------------------------------------------------------------------
 
 
