@@ -18,11 +18,43 @@ def dumps(obj: Any) -> str | None:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True)
 
 
+DEFAULT_MAX_RECORD_BYTES = 64 << 20  # 16x the largest real input file; a parsed record costs ~10-50x its bytes
+MAX_RECORD_ENV = "EVENTATLAS_MAX_RECORD_BYTES"
+
+
+def max_record_bytes() -> int:
+    """The record size cap: one line of a line-based file, or a whole file read as one document (JSON,
+    XML, .sgm). Past it the input is refused in one line before it is held in memory, so a reader's
+    peak memory is bounded by a constant times this cap (env ``EVENTATLAS_MAX_RECORD_BYTES``)."""
+    v = os.environ.get(MAX_RECORD_ENV)
+    try:
+        return int(v) if v else DEFAULT_MAX_RECORD_BYTES
+    except ValueError:
+        raise ValueError(f"{MAX_RECORD_ENV}={v!r} is not a number of bytes") from None
+
+
+def _too_big(path: Any, where: str, cap: int) -> InputError:
+    return InputError(path, where, f"record longer than {cap} bytes (cap EVENTATLAS_MAX_RECORD_BYTES); "
+                      "refused before reading it whole; raise the cap if the input is trusted")
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """A whole file read as one document, refused past the record cap (checked before reading)."""
+    cap = max_record_bytes()
+    if Path(path).stat().st_size > cap:
+        raise _too_big(path, "-", cap)
+    return Path(path).read_bytes()
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) with strict UTF-8: a bad byte names file and line."""
+    """(1-based line number, text) with strict UTF-8: a bad byte names file and line; a line longer than
+    the record cap is refused naming it, having held at most the cap in memory."""
     path = Path(path)
+    cap = max_record_bytes()
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
+        for n, raw in enumerate(iter(lambda: f.readline(cap + 1), b""), 1):
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                raise _too_big(path, f"line {n}", cap)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -36,7 +68,7 @@ def read_text(path: str | os.PathLike, data: bytes | None = None) -> str:
     """Whole file as strict UTF-8; the error names the line of the first bad byte."""
     path = Path(path)
     if data is None:
-        data = path.read_bytes()
+        data = read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, parse_offset, read_text, record_guard
+from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, parse_offset, read_bytes, read_text, record_guard
 from ._xml import child, children, parse_bytes
 
 DEFAULT_DATASET = "ace2005"
@@ -151,7 +151,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         if not sgm.exists():
             rejects.add(apf, "-", "missing_source", f"no {sgm.name} beside the apf file", None)
             continue
-        root = parse_bytes(apf.read_bytes(), apf, allow_doctype=True)
+        root = parse_bytes(read_bytes(apf), apf, allow_doctype=True)
         doc = child(root, "document")
         if doc is None or not doc.get("DOCID"):
             raise InputError(apf, "root", "no <document DOCID=...> element")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects, stable_id
-from ._common import MentionDedup, bump, check_span, dumps, mention_row, record_guard
+from ._common import MentionDedup, bump, check_span, dumps, mention_row, read_bytes, record_guard
 from ._xml import child, children, local, parse_bytes
 from ._zip import SafeZip, looks_like_zip
 
@@ -86,7 +86,7 @@ class _Source:
         out = {}
         if self.path.is_dir() and (self.path / folder).is_dir():
             for p in sorted((self.path / folder).glob("*.xml")):
-                out[p.name] = (str(p), p.read_bytes)
+                out[p.name] = (str(p), (lambda p=p: read_bytes(p)))
         for z in self.zips:
             for n in sorted(z.namelist()):
                 parts = n.split("/")
@@ -97,7 +97,7 @@ class _Source:
     def single(self, name: str):
         if self.path.is_dir() and (self.path / name).exists():
             p = self.path / name
-            return str(p), p.read_bytes
+            return str(p), (lambda: read_bytes(p))
         for z in self.zips:
             for n in z.namelist():
                 if n.split("/")[-1] == name and n.count("/") <= 1:
