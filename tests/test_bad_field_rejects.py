@@ -150,3 +150,17 @@ def test_deep_json_document_refused_cleanly(eventatlas_env, tmp_path, reader, re
     f.write_text("[" * 200_000 + "]" * 200_000)
     with pytest.raises(InputError, match=r":-: JSON nested too deeply to parse"):
         ingest(reader, d, dataset="deep", progress=False)
+
+
+def test_wikievents_coreference_of_a_missing_document_is_counted(eventatlas_env, tmp_path):
+    """A doc_id that no longer matches its coreference file's doc_key lost the clusters without a trace."""
+    d = _copy(tmp_path, "wikievents")
+    lines = (d / "dev.jsonl").read_text().splitlines()
+    doc = json.loads(lines[0])
+    old = doc["doc_id"]
+    doc["doc_id"] = "renamed"
+    lines[0] = json.dumps(doc)
+    (d / "dev.jsonl").write_text("\n".join(lines) + "\n")
+    m = ingest("wikievents", d, dataset="we", progress=False)
+    (r,) = _reject("we", "orphan_coref")
+    assert m["rejects"]["orphan_coref"] == 1 and r["location"] == f"doc_key {old!r}" and r["source"].endswith("dev.jsonlines")

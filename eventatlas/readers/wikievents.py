@@ -151,6 +151,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                     evs = [mid_of[x] for x in cl if x in ev_ids and x in mid_of]
                     for m in evs[1:]:
                         yield "mention_relations", {"dataset": dataset, "source_mention_id": m, "target_mention_id": evs[0], "relation": "coref"}
+        # coreference of a document this file does not hold (a mistyped doc_key or doc_id) would be lost unseen
+        for key in sorted(set(clusters) - {d for d, w in doc_ids.where.items() if w.startswith(f"{f.name} ")}):
+            rejects.add(cpath, f"doc_key {key!r}", "orphan_coref", f"no document {key!r} in {f.name}; its clusters are unused", None)
     bump(stats, "duplicate_mentions", dedup.duplicates)
     # KAIROS hierarchy as the task asks: parent = first segment (the root); the middle level is kept in extra
     roles: dict[str, list] = {}
