@@ -3,6 +3,7 @@
 flow's publish land it exactly once. The holder is a real second process with a DuckDB handle."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -231,6 +232,7 @@ def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_
     said: list[str] = []
     with Holder(wh.path):
         assert publish_build(bdir, warn=said.append) == "queued"
+        assert "is busy (held by pid " in said[0] and "held by pid None" not in said[0]  # who holds it is named
         assert "build b1 queued" in said[-1] and "eventatlas publish --pending" in said[-1]
         assert [p.name for p in pending_dir(wh.path).iterdir()] == ["build-b1.json"]
         assert pending_runs(wh.path) == []  # a build entry is not mistaken for a run
@@ -326,3 +328,48 @@ def test_completed_run_with_missing_metrics_is_a_record_error_before_anything_is
     with pytest.raises(RecordError, match=r"^run bad: a file of its record is unreadable \(FileNotFoundError"):
         publish_records([ok, bad])
     assert _counts(wh, "ok") == (0, 0) and not pending_runs(wh.path)
+
+
+def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_needs_one(wh, eventatlas_env):
+    from eventatlas.io import atomic_write_json
+    from eventatlas.publishing import publish_build
+
+    bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
+    atomic_write_json(pending_dir(wh.path) / "build-b2.json", {"kind": "wiki_build", "build_dir": str(bdir)})
+    assert publish_records([]).builds_from_queue == ["build-b2"]
+    man = json.loads((bdir / "manifest.json").read_text())
+    del man["build_id"]
+    (bdir / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(RecordError, match=r"manifest\.json: a build manifest needs a build_id"):
+        publish_build(bdir)
+
+
+def test_setting_aside_an_entry_another_publish_removed_is_quiet(wh, eventatlas_env):
+    from eventatlas.publishing import _set_aside
+
+    said: list[str] = []
+    gone = pending_dir(wh.path) / "r9.json"
+    _set_aside(gone, "record gone", said.append)
+    assert json.loads((pending_dir(wh.path) / "r9.json.bad").read_text()) == {"error": "record gone"}
+    assert said and "queued run r9 set aside" in said[0]
+
+
+def test_outcome_dict_and_the_published_log_line(wh, eventatlas_env, caplog):
+    import logging
+
+    rec = _run(eventatlas_env / "runs", "r7")
+    with caplog.at_level(logging.INFO, logger="eventatlas.publish"):
+        out = publish_records([rec])
+    assert set(out.as_dict()) == {"published", "failed", "skipped", "queued", "from_queue", "builds_from_queue",
+                                  "metric_rows", "views", "warehouse"}
+    assert f"published run r7 (completed, 2 metric rows) to {wh.path}" in caplog.messages
+
+
+def test_an_empty_training_log_keeps_a_string_run_id_column():
+    import pyarrow as pa
+
+    from eventatlas.warehouse import TRAIN_STEPS_SCHEMA, train_log_table
+
+    t = train_log_table([], TRAIN_STEPS_SCHEMA, "train_steps", run_id="r1")
+    assert t.num_rows == 0 and t.schema.field("run_id").type == pa.string()
+    assert not t.schema.field("run_id").nullable
