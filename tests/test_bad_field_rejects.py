@@ -164,3 +164,12 @@ def test_wikievents_coreference_of_a_missing_document_is_counted(eventatlas_env,
     m = ingest("wikievents", d, dataset="we", progress=False)
     (r,) = _reject("we", "orphan_coref")
     assert m["rejects"]["orphan_coref"] == 1 and r["location"] == f"doc_key {old!r}" and r["source"].endswith("dev.jsonlines")
+
+
+def test_a_5000_digit_integer_in_kept_raw_data_does_not_refuse_the_file(eventatlas_env, tmp_path):
+    d = _copy(tmp_path, "wikievents")
+    meta = json.loads((d / "meta.json").read_text())
+    meta[0][1][0] = "HUGE"
+    (d / "meta.json").write_text(json.dumps(meta).replace('"HUGE"', "9" * 5000))
+    m = ingest("wikievents", d, dataset="we", progress=False)
+    assert m["rows"]["mentions"] > 0 and m["rows"]["event_types"] > 0

@@ -15,7 +15,7 @@ def dumps(obj: Any) -> str | None:
     """JSON for the ``extra`` columns (None stays None, key order stable)."""
     if obj is None or obj == {}:
         return None
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str)  # default: a HugeInt in kept raw data
 
 
 DEFAULT_MAX_RECORD_BYTES = 64 << 20  # 16x the largest real input file; a parsed record costs ~10-50x its bytes
