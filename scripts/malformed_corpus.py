@@ -1,7 +1,7 @@
 """A generated corpus of malformed inputs over every reader, each ingested in its own forked process
 (core ingest, the CLI's error mapping), with a summary of how each ended.
 
-    python scripts/malformed_corpus.py [--smoke] [--work DIR] [--per-file N] [--json OUT] [--cases]
+    python scripts/malformed_corpus.py [--smoke] [--data-root DIR] [--per-file N] [--json OUT] [--cases]
 
 Inputs are mutations of the shipped samples (datasets/samples/): every JSON leaf kind replaced by a
 wrong type (7, "x", [], {}, null), a 5000-digit integer or a 200,000-deep nesting; XML numeric
@@ -21,7 +21,8 @@ Each case ends as one of:
   damage      the previous version changed by a refused ingest, or temp/staging files left behind
 The summary also reports the largest peak RSS of a case (the forked child's own maximum, which
 includes the parent's resident pages it inherits; the baseline is printed beside it).
-``--smoke``: two mutation sites per file, a few seconds; writes only under a temp directory.
+``--smoke``: one case a reader, seconds. Inputs and datasets go under ``<data root>/scratch/`` (a temporary
+data root unless ``--data-root`` names one: the script never writes into the repository or the user's data).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from eventatlas import config  # noqa: E402
+from eventatlas import benchmarking, config  # noqa: E402
 from eventatlas.registry import load_registry  # noqa: E402
 
 S = config.samples_dir()
@@ -337,16 +338,12 @@ def classify(res: dict, base: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="two mutation sites per file (seconds)")
-    ap.add_argument("--per-file", type=int, default=None, help="mutation sites per file (default 6; 2 with --smoke)")
-    ap.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir, removed)")
+    ap.add_argument("--per-file", type=int, default=6, help="mutation sites per file (default 6)")
     ap.add_argument("--json", type=Path, default=None, help="also write every case's result as JSON")
     ap.add_argument("--cases", action="store_true", help="print one line per case that did not end well")
-    a = ap.parse_args(argv)
-    per_file = a.per_file or (1 if a.smoke else 6)
-    tmp = a.work or Path(tempfile.mkdtemp(prefix="malformed-corpus-"))
-    os.environ["EVENTATLAS_DATA"] = str(tmp / "data")  # nothing is written outside the work directory
-    os.environ["EVENTATLAS_WAREHOUSE"] = str(tmp / "wh.duckdb")
+    a = benchmarking.parse_args(ap, argv, publish=False, smoke={"per_file": 1})
+    tmp = Path(tempfile.mkdtemp(prefix="malformed-corpus-", dir=benchmarking.scratch_dir(a, "malformed_corpus")))
+    per_file = a.per_file
     try:
         import eventatlas.ingest  # noqa: F401 - imported once in the parent; the children fork from it
 
@@ -379,8 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             a.json.write_text(json.dumps({"summary": summary, "cases": results}, indent=1))
         return 0
     finally:
-        if a.work is None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from eventatlas import benchmarking  # noqa: E402
 W = "eventatlas.warehouse."
 GROUPS = {
     "http": ["eventatlas.wiki.http.*"],
@@ -106,8 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--survivors-of", type=Path, help="a checkout whose finished run's survivors to re-run")
     ap.add_argument("--summary", action="store_true", help="only print the counts of the last run")
     ap.add_argument("--json", type=Path, help="also write the summary here")
-    ap.add_argument("--smoke", action="store_true", help="check the set-up only (seconds, no mutmut, writes nothing)")
-    a = ap.parse_args(argv)
+    a = benchmarking.parse_args(ap, argv, publish=False)  # --smoke: check the set-up only (seconds, no mutmut)
     unknown = [g for g in a.groups if g not in GROUPS]
     if unknown:
         ap.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
