@@ -264,19 +264,23 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_staging(target: str | os.PathLike) -> list[Path]:
-    """Remove the staging directories of ``target`` whose process is gone (a killed write). A switch
-    killed between its two renames (no atomic exchange) is rolled forward: its complete new version
-    becomes ``target``. Returns what was removed."""
+    """Remove the staging directories beside ``target`` whose process is gone (a killed write), of any
+    name. A switch of ``target`` killed between its two renames (no atomic exchange) is rolled forward:
+    its complete new version becomes ``target`` (another name's such pair waits for that name's next
+    write). Returns what was removed."""
     target = Path(target)
     root, removed = target.parent / STAGING, []
     if not root.is_dir():
         return removed
-    for d in sorted(root.glob(f"{target.name}.*")):  # the new version sorts before its ".old"
-        pid = d.name[len(target.name) + 1:].split(".")[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
-            continue  # another name's, or a live writer's (this process's included)
-        if (not d.name.endswith(".old") and not target.exists() and (d / "manifest.json").exists()
-                and d.with_name(d.name + ".old").exists()):
+    for d in sorted(root.iterdir()):  # a new version sorts before its ".old"
+        parts = d.name.removesuffix(".old").rsplit(".", 2)  # <name>.<pid>.<hex>
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or _pid_alive(int(parts[1])):
+            continue  # not a staging directory, or a live writer's (this process's included)
+        half = d.with_name(d.name + ".old").exists() or d.name.endswith(".old") and d.with_name(d.name[:-4]).exists()
+        if parts[0] != target.name and half:
+            continue
+        if (parts[0] == target.name and not d.name.endswith(".old") and not target.exists()
+                and (d / "manifest.json").exists() and d.with_name(d.name + ".old").exists()):
             os.rename(d, target)  # killed between the two renames of a non-atomic switch
             continue
         shutil.rmtree(d, ignore_errors=True)

@@ -84,9 +84,11 @@ def test_ingest_of_a_new_name_killed_leaves_no_dataset_or_a_complete_one(eventat
     assert (root / "fresh").exists() == (step == "done")
     if step == "done":
         _state(root / "fresh")
+    ingest("maven", S / "maven", dataset="other", progress=False)  # any later ingest sweeps dead writers' staging
+    assert _stray(root) == []
     assert not [p for p in root.glob("*") if p.is_dir() and not p.name.startswith(".") and not (p / "manifest.json").exists()]
     ingest("maven", S / "maven", dataset="fresh", progress=False)
-    assert _stray(root) == [] and [m["dataset"] for m in list_ingested()] == ["fresh"]
+    assert _stray(root) == [] and [m["dataset"] for m in list_ingested()] == ["fresh", "other"]
 
 
 @pytest.mark.parametrize("step", ["keep_version", "restore_staged", "switch", "switched"])

@@ -131,7 +131,7 @@ def test_switch_exchanges_an_existing_directory_in_one_step(tmp_path, monkeypatc
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["newer.txt"] and not (tmp_path / ".staging").exists()
 
 
-def test_clean_staging_removes_only_dead_writers_directories(tmp_path):
+def test_clean_staging_removes_only_dead_writers_directories_of_any_name(tmp_path):
     import os
     import subprocess
     import sys
@@ -141,12 +141,14 @@ def test_clean_staging_removes_only_dead_writers_directories(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
     root = tmp_path / ".staging"
-    for name in (f"ds.{dead_pid}.aa", f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", f"other.{dead_pid}.dd", "ds.x.ee"):
+    for name in (f"ds.{dead_pid}.aa", f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", f"other.{dead_pid}.dd", "ds.x.ee",
+                 f"half.{dead_pid}.ff", f"half.{dead_pid}.ff.old"):
         (root / name).mkdir(parents=True)
     removed = io.clean_staging(tmp_path / "ds")
-    assert [p.name for p in removed] == [f"ds.{dead_pid}.aa"]
-    assert sorted(p.name for p in root.iterdir()) == sorted([f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc",
-                                                             f"other.{dead_pid}.dd", "ds.x.ee"])
+    assert [p.name for p in removed] == [f"ds.{dead_pid}.aa", f"other.{dead_pid}.dd"]
+    # live writers' directories, a name that is no staging directory, and another name's half-done switch stay
+    assert sorted(p.name for p in root.iterdir()) == sorted([f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", "ds.x.ee",
+                                                             f"half.{dead_pid}.ff", f"half.{dead_pid}.ff.old"])
 
 
 def test_fault_point_counts_its_step(monkeypatch):
