@@ -338,3 +338,51 @@ def test_publish_records_lands_logs_artifacts_statuses_and_calls_back(wh, eventa
     assert ev == [("s1", 5, "silhouette", 0.25)]
     _, arts = wh.query_rows("SELECT kind, path FROM artifacts WHERE run_id = 's1'")
     assert arts == [("model", str(root / "s1" / "model"))]
+
+
+def test_client_defaults_headers_and_the_no_contact_user_agent(monkeypatch):
+    monkeypatch.delenv("EVENTATLAS_CONTACT", raising=False)
+    monkeypatch.delenv("EVENTATLAS_USER_AGENT", raising=False)
+    seen: list[httpx.Headers] = []
+    c, _ = _client(lambda req: seen.append(req.headers) or httpx.Response(200, json={}), maxlag=None)
+    c.get_json(API, mediawiki=False)
+    assert seen[0]["Accept-Encoding"] == "gzip" and seen[0]["Accept"] == "application/json"
+    assert c.timeout == 30.0 and c._client.timeout == httpx.Timeout(30.0)
+    anon = PoliteClient()
+    assert "(no contact configured; set EVENTATLAS_CONTACT; event-grounding dataset builder)" in anon.user_agent
+    anon.close()
+
+
+def test_503_with_retry_after_waits_that_long_and_the_retry_is_logged(caplog):
+    import logging
+
+    n = {"i": 0}
+
+    def handler(req):
+        n["i"] += 1
+        return httpx.Response(503, headers={"Retry-After": "7"}) if n["i"] == 1 else httpx.Response(200, json={"ok": 1})
+
+    c, slept = _client(handler, maxlag=None)
+    with caplog.at_level(logging.INFO, logger="eventatlas.wiki.http"):
+        assert c.get_json(API, mediawiki=False) == {"ok": 1}
+    assert any(abs(s - 7.0) < 0.5 for s in slept), slept  # the server's wait, not the jittered backoff
+    assert f"retrying {API}: http 503" in caplog.messages
+
+
+def test_a_wait_past_max_retry_after_names_the_url():
+    c, _ = _client(lambda req: httpx.Response(429, headers={"Retry-After": "3600"}), maxlag=None, max_retry_after=60)
+    with pytest.raises(HttpError) as e:
+        c.get_json(API, mediawiki=False)
+    assert e.value.url == API and str(e.value).startswith(f"{API}: server asks to wait 3600s")
+
+
+def test_corrupt_cache_entry_is_logged(tmp_path, caplog):
+    import logging
+
+    c, _ = _client(lambda req: httpx.Response(200, json={"n": 1}), maxlag=None, cache_dir=tmp_path / "cache")
+    c.get_json(API, {"q": 1}, mediawiki=False)
+    (entry,) = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    entry.write_bytes(b"not json")
+    with caplog.at_level(logging.WARNING, logger="eventatlas.wiki.http"):
+        assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 1}
+    assert any(m.startswith("corrupt cache entry ") and m.endswith(" removed") for m in caplog.messages)
