@@ -386,3 +386,57 @@ def test_corrupt_cache_entry_is_logged(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="eventatlas.wiki.http"):
         assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 1}
     assert any(m.startswith("corrupt cache entry ") and m.endswith(" removed") for m in caplog.messages)
+
+
+def test_exchange_swaps_relative_paths_refuses_missing_ones_and_is_off_elsewhere(tmp_path, monkeypatch):
+    import errno
+    import sys
+
+    from eventatlas import io
+
+    monkeypatch.chdir(tmp_path)
+    Path("a").mkdir()
+    Path("b").mkdir()
+    (Path("a") / "x").write_text("a")
+    assert io._exchange(Path("a"), Path("b")) is True  # relative to the working directory (AT_FDCWD)
+    assert (tmp_path / "b" / "x").read_text() == "a" and not (tmp_path / "a" / "x").exists()
+    with pytest.raises(OSError) as e:
+        io._exchange(Path("a"), Path("missing"))
+    assert e.value.errno == errno.ENOENT and e.value.strerror == __import__("os").strerror(errno.ENOENT)
+    assert e.value.filename == "a" and e.value.filename2 == "missing"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert io._exchange(Path("a"), Path("b")) is False
+
+
+def test_failed_or_aborted_writer_leaves_no_staging_and_carries_files_by_copy_where_links_fail(tmp_path, monkeypatch):
+    from eventatlas import io
+
+    doc = {"doc_id": "d1", "dataset": "ds", "title": "t"}
+    with pytest.raises(RuntimeError):
+        with DatasetWriter(tmp_path / "ds", "ds", tables=["documents"]) as w:
+            w.write("documents", doc)
+            raise RuntimeError("reader failed")
+    assert not (tmp_path / ".staging").exists() and not (tmp_path / "ds").exists()
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "extra.parquet").write_bytes(b"builder's own file")
+
+    def no_links(*a):
+        raise OSError("cross-device link")
+
+    monkeypatch.setattr(io.os, "link", no_links)
+    with DatasetWriter(tmp_path / "ds", "ds", tables=["documents"]) as w:
+        w.write("documents", doc)
+        w.commit()
+    assert (tmp_path / "ds" / "extra.parquet").read_bytes() == b"builder's own file"
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["documents.parquet", "extra.parquet", "manifest.json"]
+
+
+def test_clean_staging_reads_dotted_dataset_names(tmp_path):
+    import subprocess
+    import sys
+
+    from eventatlas import io
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    (tmp_path / ".staging" / f"v1.2.{dead}.ab").mkdir(parents=True)
+    assert [p.name for p in io.clean_staging(tmp_path / "v1.2")] == [f"v1.2.{dead}.ab"]
