@@ -440,3 +440,22 @@ def test_clean_staging_reads_dotted_dataset_names(tmp_path):
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
     (tmp_path / ".staging" / f"v1.2.{dead}.ab").mkdir(parents=True)
     assert [p.name for p in io.clean_staging(tmp_path / "v1.2")] == [f"v1.2.{dead}.ab"]
+
+
+@pytest.mark.parametrize("err", ["ENOSYS", "EINVAL", "EOPNOTSUPP"])
+def test_a_filesystem_without_the_exchange_falls_back_to_two_renames(tmp_path, monkeypatch, err):
+    import errno
+    import types
+
+    from eventatlas import io
+
+    fake = types.SimpleNamespace(renameat2=lambda *a: -1)  # the call fails as an unsupporting kernel/fs makes it
+    monkeypatch.setattr(io.ctypes, "CDLL", lambda *a, **k: fake)
+    monkeypatch.setattr(io.ctypes, "get_errno", lambda: getattr(errno, err))
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "old.txt").write_text("old")
+    assert io._exchange(tmp_path / "x", tmp_path / "ds") is False
+    new = io.staging_dir(tmp_path / "ds")
+    (new / "new.txt").write_text("new")
+    io.switch_dir(new, tmp_path / "ds")
+    assert [p.name for p in (tmp_path / "ds").iterdir()] == ["new.txt"] and not (tmp_path / ".staging").exists()
