@@ -10,7 +10,7 @@ Guards against silent data loss (issue 16): an ingest whose reader yields nothin
 is expected to fill (``EXPECTED_TABLES`` of the reader module, default ``mentions``) or keeps under
 ``MIN_ACCEPT`` of its records is refused ("this does not look like <reader> input: <first reject>");
 a new version with under ``SHRINK_RATIO`` of the previous version's rows needs ``allow_shrink=True``;
-documents repeated under one id are dropped with a ``duplicate_document`` reject. A refused or failed
+repeated ids (documents with their mentions, types, mentions) are rejects (``readers._common.unique_ids``). A refused or failed
 ingest keeps the previous version, leaves no directory behind for a new dataset name, and the next
 run of a dataset removes temp files an earlier killed ingest left (only ones older than this process).
 """
@@ -28,9 +28,11 @@ from tqdm import tqdm
 
 from . import config
 from .download import fetch
-from .io import DatasetWriter, InputError, Rejects, atomic_path, atomic_write_json, fingerprint_paths
+from .io import (DatasetWriter, InputError, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir,
+                 switch_dir)
+from .names import check_name
 from .readers import REGISTRY, get_reader
-from .readers._common import DATA_ERRORS
+from .readers._common import DATA_ERRORS, unique_ids
 from .registry import dataset_entry, load_registry
 from .schema import SCHEMA_VERSION, TABLES
 
@@ -61,11 +63,18 @@ def _process_start() -> float:
 
 
 def clean_stale_temp(out: Path) -> list[Path]:
-    """Remove ``.<table>.parquet.*.tmp`` / ``.manifest.json.*.tmp`` files an earlier (killed) ingest left in
-    ``out``; only files last modified before this process started (a concurrent writer's are newer)."""
+    """Remove what a killed ingest or restore of ``out`` left: its staging directory (the process is gone,
+    :func:`~eventatlas.io.clean_staging`), a half-made kept version (``.versions/<name>/*.partial``), and
+    ``.<table>.parquet.*.tmp`` / ``.manifest.json.*.tmp`` files in ``out`` (only files last modified
+    before this process started: a concurrent writer's are newer)."""
+    removed = clean_staging(out)
+    start = _process_start()
+    for p in (out.parent / ".versions" / out.name).glob("*.partial"):
+        if p.stat().st_mtime < start:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
     if not out.is_dir():
-        return []
-    start, removed = _process_start(), []
+        return removed
     for p in list(out.glob(".*.parquet.*.tmp")) + list(out.glob(".manifest.json.*.tmp")):
         try:
             if p.stat().st_mtime < start:
@@ -103,14 +112,16 @@ def _check_yield(name: str, path: Path, rows: dict[str, int], expected: tuple[st
                      "nothing was written (check the reader name and the file)")
 
 
-def _check_shrink(out: Path, prev: dict | None, rows: dict[str, int], expected: tuple[str, ...], allow_shrink: bool) -> None:
+def _check_shrink(path: Path, out: Path, prev: dict | None, rows: dict[str, int], expected: tuple[str, ...],
+                  allow_shrink: bool) -> None:
+    """The refusal names the input (what the user passed), and the dataset it would have replaced."""
     if allow_shrink or not prev:
         return
     before = sum((prev.get("rows") or {}).get(t, 0) for t in expected)
     after = sum(rows.get(t, 0) for t in expected)
     if before and after < before * SHRINK_RATIO:
-        raise InputError(out / "manifest.json", "rows",
-                         f"the new version has {after} {'+'.join(expected)} rows, the current one {before} "
+        raise InputError(path, "-",
+                         f"the new version has {after} {'+'.join(expected)} rows, the current one of {out.name!r} {before} "
                          f"(under {SHRINK_RATIO:.0%}); nothing was replaced; pass --allow-shrink (allow_shrink=True) "
                          "to replace it anyway (the current version is kept under .versions/)")
 
@@ -125,20 +136,27 @@ def _keep_version(out: Path, prev: dict) -> Path | None:
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for p in [*out.glob("*.parquet"), out / "manifest.json"]:
-        try:
-            os.link(p, tmp / p.name)
-        except OSError:
-            shutil.copy2(p, tmp / p.name)
+    _link_files([*out.glob("*.parquet"), out / "manifest.json"], tmp)
+    fault_point("keep_version")
     os.replace(tmp, dest)
     for old in sorted(p for p in dest.parent.iterdir() if not p.name.endswith(".partial"))[:-KEEP_VERSIONS]:
         shutil.rmtree(old, ignore_errors=True)
     return dest
 
 
+def _link_files(files, dest: Path) -> None:
+    """Hard-link ``files`` into ``dest`` (a copy where links are impossible); no file is ever written in
+    place, so a link shared by two versions never changes under either."""
+    for p in files:
+        try:
+            os.link(p, dest / p.name)
+        except OSError:
+            shutil.copy2(p, dest / p.name)
+
+
 def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[dict]:
     """Kept earlier versions of ``dataset`` (newest last): ``{version, path, rows, ingested_at}``."""
-    root = (Path(datasets_dir) if datasets_dir else config.datasets_dir()) / ".versions" / dataset
+    root = (Path(datasets_dir) if datasets_dir else config.datasets_dir()) / ".versions" / check_name(dataset, "dataset")
     out = []
     for d in sorted(root.glob("*/manifest.json")):
         man = json.loads(d.read_text(encoding="utf-8"))
@@ -149,20 +167,24 @@ def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[
 def restore_version(dataset: str, version: str, datasets_dir: str | Path | None = None) -> dict:
     """Make a kept version the current one again (the current one is kept as a version first)."""
     root = Path(datasets_dir) if datasets_dir else config.datasets_dir()
+    check_name(dataset, "dataset"), check_name(version, "version")
     src, out = root / ".versions" / dataset / version, root / dataset
     if not (src / "manifest.json").exists():
         known = ", ".join(v["version"] for v in list_versions(dataset, root)) or "none"
         raise InputError(src, "-", f"no kept version {version!r} of {dataset!r}; kept versions: {known}")
+    clean_stale_temp(out)
     prev = _previous(out)
     if prev:
         _keep_version(out, prev)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)  # invalid while the tables are swapped
-    for p in src.glob("*.parquet"):
-        with atomic_path(out / p.name) as tmp:
-            shutil.copyfile(p, tmp)
     man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    atomic_write_json(out / "manifest.json", man)
+    stage = staging_dir(out)  # the version is assembled beside the dataset and switched in at once
+    try:
+        _link_files([*src.glob("*.parquet"), src / "manifest.json"], stage)
+        fault_point("restore_staged")
+        switch_dir(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     return man
 
 
@@ -182,6 +204,8 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     one unless ``allow_shrink``; a replaced version is kept under ``<datasets>/.versions/<dataset>/``."""
     if name not in REGISTRY:
         raise KeyError(f"unknown reader {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    if dataset is not None:
+        check_name(dataset, "--dataset")  # before anything is read or written
     reader = get_reader(name)
     entry = dataset_entry(name)
     fetched = None
@@ -194,13 +218,13 @@ def ingest(name: str, path: str | Path | None = None, *, out_dir: str | Path | N
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"input for {name!r} not found: {path}")
-    dataset = dataset or entry.get("dataset") or reader.DEFAULT_DATASET
+    dataset = check_name(dataset or entry.get("dataset") or reader.DEFAULT_DATASET, "--dataset")
     out = Path(out_dir) if out_dir else config.datasets_dir() / dataset
     rejects = Rejects(dataset)
     stats: dict[str, int] = {}
     t0 = time.perf_counter()
+    clean_stale_temp(out)  # first: it may roll a killed switch forward
     existed = out.exists()
-    clean_stale_temp(out)
     prev = _previous(out)
     # a reader that reads only some files under ``path`` (framenet_grounding) names them: only those are fingerprinted
     fingerprint = fingerprint_paths(reader.input_paths(path, **opts) if hasattr(reader, "input_paths") else [path])
@@ -231,7 +255,6 @@ def _named_errors(rows_in, name: str, path: Path, rows: dict[str, int]):
 
 def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, allow_shrink, fingerprint, fetched, entry, t0,
            opts) -> dict:
-    seen_docs: set[str] = set()
     rows: dict[str, int] = {}
     def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
         key = next((f"{k} {row[k]!r}" for k in ("mention_id", "doc_id", "type_id") if row.get(k) is not None), "a row")
@@ -243,25 +266,20 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
         bar = tqdm(desc=f"ingest {name}", unit=" rows", disable=(None if progress is None else not progress), leave=False)
         try:
             rows_in = reader.read(path, dataset=dataset, rejects=rejects, stats=stats, **opts)
-            for table, row in _named_errors(rows_in, name, path, rows):
+            for table, row in unique_ids(_named_errors(rows_in, name, path, rows), rejects, path):
                 if table not in TABLES or table == "rejects":
                     raise InputError(path, "-", f"reader {name!r} produced unknown table {table!r}")
                 if row.get("dataset") != dataset:
                     row = {**row, "dataset": dataset}
-                if table == "documents":  # safety net; the readers reject repeats themselves with the line
-                    if row["doc_id"] in seen_docs:
-                        rejects.add(row.get("source") or path, row["doc_id"], "duplicate_document",
-                                    f"document id {row['doc_id']!r} seen before; the repeat is skipped", None)
-                        continue
-                    seen_docs.add(row["doc_id"])
                 w.write(table, row)
                 rows[table] = rows.get(table, 0) + 1
                 bar.update()
         finally:
             bar.close()
         w.flush([t for t in TABLES if t != "rejects"])
+        fault_point("read")
         _check_yield(name, path, rows, _expected(reader), rejects)
-        _check_shrink(out, prev, rows, _expected(reader), allow_shrink)
+        _check_shrink(path, out, prev, rows, _expected(reader), allow_shrink)
         if prev:
             _keep_version(out, prev)
         for r in rejects.rows:

@@ -3,13 +3,25 @@
 Nothing here is half-written: writers stream into a temp file beside the target
 and rename it into place only when the whole table is done (``os.replace`` is
 atomic on POSIX). A failed ingest leaves the previous tables untouched.
+
+A dataset version is switched in ONE atomic step: :class:`DatasetWriter` writes every table and the
+manifest into a staging directory (``<parent>/.staging/<name>.<pid>.<random>/``) and
+:func:`switch_dir` exchanges it with the dataset directory (Linux ``renameat2(RENAME_EXCHANGE)``; a
+plain rename for a new name). A kill at any point leaves the old version or the new one complete;
+what a dead process left in ``.staging`` is removed by :func:`clean_staging` on the next write.
+``EVENTATLAS_FAULT_AT=<step>`` ends the process at that step (:func:`fault_point`, tests only).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import secrets
+import shutil
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -175,19 +187,127 @@ class TableWriter:
             self.abort()
 
 
+FAULT_ENV = "EVENTATLAS_FAULT_AT"
+STAGING = ".staging"
+
+
+_FAULT_SEEN: dict[str, int] = {}
+
+
+def fault_point(step: str) -> None:
+    """Crash-consistency test hook: with ``EVENTATLAS_FAULT_AT=<step>`` (or ``<step>:<n>``, the n-th time
+    the step is reached) the process ends here at once, as a kill -9 would (no cleanup, no finally
+    blocks); a no-op otherwise."""
+    want = os.environ.get(FAULT_ENV)
+    if not want or want.split(":")[0] != step:
+        return
+    _FAULT_SEEN[step] = _FAULT_SEEN.get(step, 0) + 1
+    if _FAULT_SEEN[step] == int(want.partition(":")[2] or 1):
+        os._exit(137)
+
+
+def staging_dir(target: str | os.PathLike) -> Path:
+    """A fresh directory to build the next version of ``target`` in: ``<parent>/.staging/<name>.<pid>.<hex>``
+    (two levels below the parent, so no ``<parent>/*/<table>.parquet`` glob sees it)."""
+    target = Path(target)
+    d = target.parent / STAGING / f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    d.mkdir(parents=True)
+    return d
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if fn is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def switch_dir(new: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Make the complete directory ``new`` the directory ``target`` in one atomic step: a rename for a
+    new name, an exchange for an existing one (the old version then sits at ``new``'s path and is removed).
+    Without an atomic exchange (not Linux, or a filesystem without it) the old directory is first renamed
+    to ``<new>.old``: a kill between the two renames is rolled forward by :func:`clean_staging`."""
+    new, target = Path(new), Path(target)
+    fault_point("switch")
+    if not target.exists():
+        os.rename(new, target)
+    elif _exchange(new, target):
+        fault_point("switched")
+        shutil.rmtree(new, ignore_errors=True)
+    else:
+        old = new.with_name(new.name + ".old")
+        os.rename(target, old)
+        fault_point("switch_half")
+        os.rename(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        new.parent.rmdir()  # .staging, when nothing else is being built beside it
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_staging(target: str | os.PathLike) -> list[Path]:
+    """Remove the staging directories beside ``target`` whose process is gone (a killed write), of any
+    name. A switch of ``target`` killed between its two renames (no atomic exchange) is rolled forward:
+    its complete new version becomes ``target`` (another name's such pair waits for that name's next
+    write). Returns what was removed."""
+    target = Path(target)
+    root, removed = target.parent / STAGING, []
+    if not root.is_dir():
+        return removed
+    for d in sorted(root.iterdir()):  # a new version sorts before its ".old"
+        parts = d.name.removesuffix(".old").rsplit(".", 2)  # <name>.<pid>.<hex>
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or _pid_alive(int(parts[1])):
+            continue  # not a staging directory, or a live writer's (this process's included)
+        half = d.with_name(d.name + ".old").exists() or d.name.endswith(".old") and d.with_name(d.name[:-4]).exists()
+        if parts[0] != target.name and half:
+            continue
+        if (parts[0] == target.name and not d.name.endswith(".old") and not target.exists()
+                and (d / "manifest.json").exists() and d.with_name(d.name + ".old").exists()):
+            os.rename(d, target)  # killed between the two renames of a non-atomic switch
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    return removed
+
+
 class DatasetWriter:
     """Write all tables of one dataset so that either every table lands or none does.
 
-    Each table streams into its own temp file; ``commit`` renames them all and then
-    writes ``manifest.json`` last (readers treat a dataset without a manifest as absent).
+    Each table streams into a staging directory; ``commit`` writes ``manifest.json`` there last and
+    switches the staging directory in as the dataset directory in one atomic step (:func:`switch_dir`).
+    Files of the current directory this writer does not write (tables it was not given, a builder's
+    extra artefacts) are carried into the new version by hard links.
     """
 
     def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None, on_bad_row=None):
         """``on_bad_row(table, row, error)``: called for a row whose values do not fit the table's schema
         (then dropped); without it such a row fails the write."""
+        from .names import check_name  # here too: every dataset writer (ingest, extract-events, builders)
+
         self.out_dir = Path(out_dir)
-        self.dataset = dataset
-        self.writers = {name: TableWriter(self.out_dir / f"{name}.parquet", TABLES[name],
+        self.dataset = check_name(dataset, "dataset")
+        self.stage = staging_dir(self.out_dir)
+        self.writers = {name: TableWriter(self.stage / f"{name}.parquet", TABLES[name],
                                           on_bad_row=None if on_bad_row is None else (lambda r, e, n=name: on_bad_row(n, r, e)))
                         for name in (tables or TABLES)}
 
@@ -200,17 +320,30 @@ class DatasetWriter:
         self.writers[table].write(row)
 
     def commit(self, manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        (self.out_dir / "manifest.json").unlink(missing_ok=True)  # invalid while tables are swapped
         for w in self.writers.values():
             w.commit()
+        fault_point("tables")
+        if self.out_dir.is_dir():
+            for p in self.out_dir.iterdir():
+                if p.is_file() and not p.name.startswith(".") and p.name != "manifest.json" and not (self.stage / p.name).exists():
+                    try:
+                        os.link(p, self.stage / p.name)
+                    except OSError:
+                        shutil.copy2(p, self.stage / p.name)
         counts = {name: w.rows for name, w in self.writers.items()}
         man = {"dataset": self.dataset, "schema_version": SCHEMA_VERSION, "rows": counts, **(manifest or {})}
-        atomic_write_json(self.out_dir / "manifest.json", man)
+        atomic_write_json(self.stage / "manifest.json", man)
+        fault_point("manifest")
+        switch_dir(self.stage, self.out_dir)
+        fault_point("done")
         return man
 
     def abort(self) -> None:
         for w in self.writers.values():
             w.abort()
+        shutil.rmtree(self.stage, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.stage.parent.rmdir()
 
     def __enter__(self) -> "DatasetWriter":
         return self

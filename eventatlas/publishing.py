@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .io import atomic_write_json
+import pyarrow as pa
+
+from .io import atomic_write_json, fault_point
 from .records import RecordError, load_metrics, load_train_log, read_record
 from .runinfo import utcnow
 from .warehouse import Warehouse, WarehouseError, WarehouseLocked
@@ -146,6 +148,22 @@ class PublishOutcome:
                 "views": self.views, "warehouse": self.warehouse}
 
 
+def _payload(rec: Mapping[str, Any], warn: Callable[[str], None]) -> tuple[list, Any, Any, Any]:
+    """(metric rows, train steps, train evals, benchmarks) of a record. A file it names that is missing or not
+    Parquet is a :class:`RecordError` naming the run; for a *failed* run it is left out with a warning
+    instead (the failure is what that record is for, and a run can die before its files are whole)."""
+    run = rec["run"]
+    try:
+        return (load_metrics(rec), load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path"),
+                load_train_log(rec, "benchmarks_path"))
+    except (RecordError, OSError, pa.ArrowException) as e:
+        msg = str(e) if isinstance(e, RecordError) else f"run {run['run_id']}: a file of its record is unreadable ({type(e).__name__}: {e})"
+        if run.get("status") != "failed":
+            raise RecordError(msg) from None
+        warn(f"{msg}; the failed run is published without its metrics and training logs")
+        return [], None, None, None
+
+
 def busy_message(wh: Warehouse, holder: str) -> str:
     return (f"warehouse {wh.path} is busy (held by pid {holder}, e.g. an open duckdb session); "
             f"waiting up to {wh.lock_timeout:.0f}s (EVENTATLAS_LOCK_TIMEOUT) before queuing the run")
@@ -170,7 +188,7 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
     out = PublishOutcome(warehouse=str(wh.path))
     given = [(str(Path(p).resolve()), read_record(p)) for p in record_paths]  # bad records fail here
     for _, rec in given:  # and bad rows too, before any lock is taken or anything is queued
-        load_metrics(rec)
+        _payload(rec, lambda _msg: None)  # (a failed run's warning is given once, when it lands)
     # (record path, record or None = read it when its turn comes, queue entry or None)
     todo: list[tuple[str, dict[str, Any] | None, Path | None]] = []
     entries = {e["run_id"]: e for e in pending_runs(wh.path)} if include_pending else {}
@@ -200,15 +218,14 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
         if rec is None:  # a queued run: its record may have gone, or gone bad, since
             try:
                 rec = read_record(path)
-            except RecordError as e:
+            except (RecordError, OSError) as e:  # e.g. unreadable: set aside, the rest of the queue goes on
                 _set_aside(entry, str(e), warn)
                 continue
         run = rec["run"]
         try:
-            rows = load_metrics(rec)
-            steps, evals = load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path")
-            wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals,
-                       benchmarks=load_train_log(rec, "benchmarks_path"), model=rec.get("model"))
+            rows, steps, evals, bench = _payload(rec, warn)
+            wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals, benchmarks=bench,
+                       model=rec.get("model"))
         except WarehouseLocked as e:
             queue_rest(i, str(e))
             return out
@@ -217,8 +234,10 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
                 raise
             _set_aside(entry, str(e), warn)
             continue
+        fault_point("publish_committed")
         if entry is not None:  # only after the commit: a crash in between re-publishes (replaces) it
             Path(entry).unlink(missing_ok=True)
+            fault_point("publish_dequeued")
             out.from_queue.append(run["run_id"])
         {"completed": out.published, "skipped": out.skipped}.get(run.get("status"), out.failed).append(run["run_id"])
         out.metric_rows += len(rows)

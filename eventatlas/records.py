@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .io import atomic_write_json, sha256_file, write_parquet
+from .names import is_name, under
 from .runinfo import code_version, device_info, utcnow
 
 RECORD_NAME = "run.json"
@@ -193,7 +194,7 @@ def ingest_record(manifest: Mapping[str, Any], params: Mapping[str, Any], starte
         "metrics_path": None,
         "artifacts": arts,
     }
-    return write_record(Path(runs_dir or config.runs_dir()) / run_id, record)
+    return write_record(under(runs_dir or config.runs_dir(), run_id, "run id"), record)
 
 
 def failed_ingest_record(params: Mapping[str, Any], exc: BaseException, started_at: str,
@@ -205,8 +206,8 @@ def failed_ingest_record(params: Mapping[str, Any], exc: BaseException, started_
     from .runinfo import new_run_id
 
     ds = params.get("dataset") or params.get("name") or "unknown"
-    run_id = new_run_id(f"ingest-{ds}")
-    run_dir = Path(runs_dir or config.runs_dir()) / run_id
+    run_id = new_run_id(f"ingest-{ds if is_name(ds) else 'badname'}")  # the failure may be that very name
+    run_dir = under(runs_dir or config.runs_dir(), run_id, "run id")
     # nothing was computed: the device is described without importing torch
     record = new_record(run_id, flow="ingest", task="ingest", params=params, started_at=started_at,
                         device=device_info(import_torch=False))

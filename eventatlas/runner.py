@@ -86,6 +86,9 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
     mkdir and our lock) is left to that process."""
     from .runinfo import new_run_id
 
+    from .names import check_name
+
+    check_name(prefix, "run prefix")  # method and dataset names become a directory under runs/
     runs = config.runs_dir()
     runs.mkdir(parents=True, exist_ok=True)
     if reuse_unfinished:

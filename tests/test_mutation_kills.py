@@ -85,6 +85,89 @@ def test_rejects_keep_source_reason_default_detail_and_truncate_raw():
     assert r.counts() == {"bad_value": 2} and len(r) == 2 and set(t[0]) == set(TABLES["rejects"].names)
 
 
+def test_rows_that_do_not_fit_go_to_on_bad_row_with_their_table_and_the_rest_land(tmp_path):
+    bad: list[tuple] = []
+    good = {"mention_id": "m1", "dataset": "ds", "doc_id": "d", "sentence": "x y", "trigger_start": 0,
+            "trigger_end": 1, "trigger": "x", "labels": ["A"]}
+    with DatasetWriter(tmp_path / "ds", "ds", tables=["mentions"], on_bad_row=lambda *a: bad.append(a)) as w:
+        w.write("mentions", good)
+        w.write("mentions", {**good, "mention_id": "m2", "trigger_start": "not a number"})
+        w.write("mentions", {**good, "mention_id": "m3"})
+        man = w.commit()
+    assert [(t, r["mention_id"]) for t, r, _ in bad] == [("mentions", "m2")] and isinstance(bad[0][2], Exception)
+    assert pq.read_table(tmp_path / "ds" / "mentions.parquet").column("mention_id").to_pylist() == ["m1", "m3"]
+    assert man["rows"] == {"mentions": 2}
+
+
+def test_default_batch_is_50000_rows_and_default_raw_limit_500_chars(tmp_path):
+    w = TableWriter(tmp_path / "t.parquet", TABLES["documents"])
+    for i in range(49_999):
+        w.write({"dataset": "d", "doc_id": str(i)})
+    assert w.rows == 0  # still buffered: memory is bounded by the batch, not the table
+    w.write({"dataset": "d", "doc_id": "last"})
+    assert w.rows == 50_000
+    w.abort()
+    r = Rejects("ds")
+    r.add(None, None, "x", raw="y" * 600)
+    assert len(r.rows[0]["raw"]) == 500
+
+
+def test_switch_exchanges_an_existing_directory_in_one_step(tmp_path, monkeypatch):
+    from eventatlas import io
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "old.txt").write_text("old")
+    new = io.staging_dir(tmp_path / "ds")
+    assert new.parent == tmp_path / ".staging" and new.name.startswith(f"ds.{__import__('os').getpid()}.")
+    (new / "new.txt").write_text("new")
+    io.switch_dir(new, tmp_path / "ds")
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["new.txt"]
+    assert not (tmp_path / ".staging").exists()  # the old version went with its staging directory
+    # without an atomic exchange: two renames, same result
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)
+    new = io.staging_dir(tmp_path / "ds")
+    (new / "newer.txt").write_text("newer")
+    io.switch_dir(new, tmp_path / "ds")
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["newer.txt"] and not (tmp_path / ".staging").exists()
+
+
+def test_clean_staging_removes_only_dead_writers_directories_of_any_name(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from eventatlas import io
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    root = tmp_path / ".staging"
+    for name in (f"ds.{dead_pid}.aa", f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", f"other.{dead_pid}.dd", "ds.x.ee",
+                 f"half.{dead_pid}.ff", f"half.{dead_pid}.ff.old"):
+        (root / name).mkdir(parents=True)
+    removed = io.clean_staging(tmp_path / "ds")
+    assert [p.name for p in removed] == [f"ds.{dead_pid}.aa", f"other.{dead_pid}.dd"]
+    # live writers' directories, a name that is no staging directory, and another name's half-done switch stay
+    assert sorted(p.name for p in root.iterdir()) == sorted([f"ds.{os.getpid()}.bb", f"ds.{os.getppid()}.cc", "ds.x.ee",
+                                                             f"half.{dead_pid}.ff", f"half.{dead_pid}.ff.old"])
+
+
+def test_fault_point_counts_its_step(monkeypatch):
+    from eventatlas import io
+
+    exits: list[int] = []
+    monkeypatch.setattr(io.os, "_exit", exits.append)
+    monkeypatch.setattr(io, "_FAULT_SEEN", {})
+    monkeypatch.setenv("EVENTATLAS_FAULT_AT", "step_a:2")
+    io.fault_point("step_b")
+    io.fault_point("step_a")
+    assert exits == []
+    io.fault_point("step_a")
+    assert exits == [137]
+    monkeypatch.delenv("EVENTATLAS_FAULT_AT")
+    io.fault_point("step_a")
+    assert exits == [137]
+
+
 # -- the publish path --------------------------------------------------------------------------
 
 
@@ -255,3 +338,124 @@ def test_publish_records_lands_logs_artifacts_statuses_and_calls_back(wh, eventa
     assert ev == [("s1", 5, "silhouette", 0.25)]
     _, arts = wh.query_rows("SELECT kind, path FROM artifacts WHERE run_id = 's1'")
     assert arts == [("model", str(root / "s1" / "model"))]
+
+
+def test_client_defaults_headers_and_the_no_contact_user_agent(monkeypatch):
+    monkeypatch.delenv("EVENTATLAS_CONTACT", raising=False)
+    monkeypatch.delenv("EVENTATLAS_USER_AGENT", raising=False)
+    seen: list[httpx.Headers] = []
+    c, _ = _client(lambda req: seen.append(req.headers) or httpx.Response(200, json={}), maxlag=None)
+    c.get_json(API, mediawiki=False)
+    assert seen[0]["Accept-Encoding"] == "gzip" and seen[0]["Accept"] == "application/json"
+    assert c.timeout == 30.0 and c._client.timeout == httpx.Timeout(30.0)
+    anon = PoliteClient()
+    assert "(no contact configured; set EVENTATLAS_CONTACT; event-grounding dataset builder)" in anon.user_agent
+    anon.close()
+
+
+def test_503_with_retry_after_waits_that_long_and_the_retry_is_logged(caplog):
+    import logging
+
+    n = {"i": 0}
+
+    def handler(req):
+        n["i"] += 1
+        return httpx.Response(503, headers={"Retry-After": "7"}) if n["i"] == 1 else httpx.Response(200, json={"ok": 1})
+
+    c, slept = _client(handler, maxlag=None)
+    with caplog.at_level(logging.INFO, logger="eventatlas.wiki.http"):
+        assert c.get_json(API, mediawiki=False) == {"ok": 1}
+    assert any(abs(s - 7.0) < 0.5 for s in slept), slept  # the server's wait, not the jittered backoff
+    assert f"retrying {API}: http 503" in caplog.messages
+
+
+def test_a_wait_past_max_retry_after_names_the_url():
+    c, _ = _client(lambda req: httpx.Response(429, headers={"Retry-After": "3600"}), maxlag=None, max_retry_after=60)
+    with pytest.raises(HttpError) as e:
+        c.get_json(API, mediawiki=False)
+    assert e.value.url == API and str(e.value).startswith(f"{API}: server asks to wait 3600s")
+
+
+def test_corrupt_cache_entry_is_logged(tmp_path, caplog):
+    import logging
+
+    c, _ = _client(lambda req: httpx.Response(200, json={"n": 1}), maxlag=None, cache_dir=tmp_path / "cache")
+    c.get_json(API, {"q": 1}, mediawiki=False)
+    (entry,) = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    entry.write_bytes(b"not json")
+    with caplog.at_level(logging.WARNING, logger="eventatlas.wiki.http"):
+        assert c.get_json(API, {"q": 1}, mediawiki=False) == {"n": 1}
+    assert any(m.startswith("corrupt cache entry ") and m.endswith(" removed") for m in caplog.messages)
+
+
+def test_exchange_swaps_relative_paths_refuses_missing_ones_and_is_off_elsewhere(tmp_path, monkeypatch):
+    import errno
+    import sys
+
+    from eventatlas import io
+
+    monkeypatch.chdir(tmp_path)
+    Path("a").mkdir()
+    Path("b").mkdir()
+    (Path("a") / "x").write_text("a")
+    assert io._exchange(Path("a"), Path("b")) is True  # relative to the working directory (AT_FDCWD)
+    assert (tmp_path / "b" / "x").read_text() == "a" and not (tmp_path / "a" / "x").exists()
+    with pytest.raises(OSError) as e:
+        io._exchange(Path("a"), Path("missing"))
+    assert e.value.errno == errno.ENOENT and e.value.strerror == __import__("os").strerror(errno.ENOENT)
+    assert e.value.filename == "a" and e.value.filename2 == "missing"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert io._exchange(Path("a"), Path("b")) is False
+
+
+def test_failed_or_aborted_writer_leaves_no_staging_and_carries_files_by_copy_where_links_fail(tmp_path, monkeypatch):
+    from eventatlas import io
+
+    doc = {"doc_id": "d1", "dataset": "ds", "title": "t"}
+    with pytest.raises(RuntimeError):
+        with DatasetWriter(tmp_path / "ds", "ds", tables=["documents"]) as w:
+            w.write("documents", doc)
+            raise RuntimeError("reader failed")
+    assert not (tmp_path / ".staging").exists() and not (tmp_path / "ds").exists()
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "extra.parquet").write_bytes(b"builder's own file")
+
+    def no_links(*a):
+        raise OSError("cross-device link")
+
+    monkeypatch.setattr(io.os, "link", no_links)
+    with DatasetWriter(tmp_path / "ds", "ds", tables=["documents"]) as w:
+        w.write("documents", doc)
+        w.commit()
+    assert (tmp_path / "ds" / "extra.parquet").read_bytes() == b"builder's own file"
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["documents.parquet", "extra.parquet", "manifest.json"]
+
+
+def test_clean_staging_reads_dotted_dataset_names(tmp_path):
+    import subprocess
+    import sys
+
+    from eventatlas import io
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    (tmp_path / ".staging" / f"v1.2.{dead}.ab").mkdir(parents=True)
+    assert [p.name for p in io.clean_staging(tmp_path / "v1.2")] == [f"v1.2.{dead}.ab"]
+
+
+@pytest.mark.parametrize("err", ["ENOSYS", "EINVAL", "EOPNOTSUPP"])
+def test_a_filesystem_without_the_exchange_falls_back_to_two_renames(tmp_path, monkeypatch, err):
+    import errno
+    import types
+
+    from eventatlas import io
+
+    fake = types.SimpleNamespace(renameat2=lambda *a: -1)  # the call fails as an unsupporting kernel/fs makes it
+    monkeypatch.setattr(io.ctypes, "CDLL", lambda *a, **k: fake)
+    monkeypatch.setattr(io.ctypes, "get_errno", lambda: getattr(errno, err))
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "old.txt").write_text("old")
+    assert io._exchange(tmp_path / "x", tmp_path / "ds") is False
+    new = io.staging_dir(tmp_path / "ds")
+    (new / "new.txt").write_text("new")
+    io.switch_dir(new, tmp_path / "ds")
+    assert [p.name for p in (tmp_path / "ds").iterdir()] == ["new.txt"] and not (tmp_path / ".staging").exists()

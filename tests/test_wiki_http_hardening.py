@@ -116,3 +116,25 @@ def test_checkpoint_records_are_fsynced(tmp_path, monkeypatch, fsync):
         c.record("pages", {"A": 1, "B": 2})
         c.record("pages", {"A": 1})  # nothing new: no write, no sync
     assert len(synced) == (1 if fsync else 0)
+
+
+@pytest.mark.parametrize("via_env", [True, False])
+def test_contact_appended_to_a_user_supplied_user_agent(monkeypatch, via_env):
+    """A User-Agent of one's own plus --contact: the public host receives both (the contact was dropped)."""
+    sent: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        sent.append(req.headers["User-Agent"])
+        return httpx.Response(200, json={"ok": 1})
+
+    if via_env:
+        monkeypatch.setenv("EVENTATLAS_USER_AGENT", "mybot/1.0")
+        c, _ = _client(handler, contact="x@y.org")
+    else:
+        c, _ = _client(handler, user_agent="mybot/1.0", contact="x@y.org")
+    assert c.get_json(API, mediawiki=False) == {"ok": 1}
+    assert sent == ["mybot/1.0 (x@y.org)"]
+    # a User-Agent that already names the contact is sent unchanged (no doubled contact)
+    c2, _ = _client(handler, user_agent="mybot/1.0 (x@y.org)", contact="x@y.org")
+    c2.get_json(API, {"q": 2}, mediawiki=False)
+    assert sent[-1] == "mybot/1.0 (x@y.org)"

@@ -15,14 +15,46 @@ def dumps(obj: Any) -> str | None:
     """JSON for the ``extra`` columns (None stays None, key order stable)."""
     if obj is None or obj == {}:
         return None
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str)  # default: a HugeInt in kept raw data
+
+
+DEFAULT_MAX_RECORD_BYTES = 64 << 20  # 16x the largest real input file; a parsed record costs ~10-50x its bytes
+MAX_RECORD_ENV = "EVENTATLAS_MAX_RECORD_BYTES"
+
+
+def max_record_bytes() -> int:
+    """The record size cap: one line of a line-based file, or a whole file read as one document (JSON,
+    XML, .sgm). Past it the input is refused in one line before it is held in memory, so a reader's
+    peak memory is bounded by a constant times this cap (env ``EVENTATLAS_MAX_RECORD_BYTES``)."""
+    v = os.environ.get(MAX_RECORD_ENV)
+    try:
+        return int(v) if v else DEFAULT_MAX_RECORD_BYTES
+    except ValueError:
+        raise ValueError(f"{MAX_RECORD_ENV}={v!r} is not a number of bytes") from None
+
+
+def _too_big(path: Any, where: str, cap: int) -> InputError:
+    return InputError(path, where, f"record longer than {cap} bytes (cap EVENTATLAS_MAX_RECORD_BYTES); "
+                      "refused before reading it whole; raise the cap if the input is trusted")
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """A whole file read as one document, refused past the record cap (checked before reading)."""
+    cap = max_record_bytes()
+    if Path(path).stat().st_size > cap:
+        raise _too_big(path, "-", cap)
+    return Path(path).read_bytes()
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) with strict UTF-8: a bad byte names file and line."""
+    """(1-based line number, text) with strict UTF-8: a bad byte names file and line; a line longer than
+    the record cap is refused naming it, having held at most the cap in memory."""
     path = Path(path)
+    cap = max_record_bytes()
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
+        for n, raw in enumerate(iter(lambda: f.readline(cap + 1), b""), 1):
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                raise _too_big(path, f"line {n}", cap)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -36,7 +68,7 @@ def read_text(path: str | os.PathLike, data: bytes | None = None) -> str:
     """Whole file as strict UTF-8; the error names the line of the first bad byte."""
     path = Path(path)
     if data is None:
-        data = path.read_bytes()
+        data = read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -45,23 +77,58 @@ def read_text(path: str | os.PathLike, data: bytes | None = None) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+_MAX_INT_DIGITS = 4000  # Python refuses to convert longer digit strings (sys.get_int_max_str_digits, 4300)
+
+
+class HugeInt:
+    """A JSON integer too long for Python: neither int nor str, so the field is a wrong-type value the
+    reader rejects with its record (``int()`` on it would refuse the whole file)."""
+
+    def __init__(self, digits: str):
+        self.digits = digits
+
+    def __str__(self) -> str:
+        return f"{self.digits[:12]}...({len(self.digits)} digits)"
+
+    __repr__ = __str__
+
+
+def _parse_int(digits: str) -> int | HugeInt:
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_INT_DIGITS else HugeInt(digits)
+
+
+def parse_json(text: str, path: Any, line: int | None = None) -> Any:
+    """``json.loads`` with the two failures named as bad input: malformed JSON (its line and column) and
+    nesting too deep for the parser (a RecursionError would be an internal failure)."""
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"line {line or e.lineno}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise InputError(path, f"line {line}" if line else "-",
+                         "JSON nested too deeply to parse (thousands of levels); not a record any reader reads") from None
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) per non-blank line; malformed JSON is fatal and names the line."""
     for n, line in iter_lines(path):
         if not line.strip():
             continue
-        try:
-            yield n, json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"line {n}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+        yield n, parse_json(line, path, n)
 
 
 def load_json(path: str | os.PathLike) -> Any:
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"line {e.lineno}", f"invalid JSON: {e.msg} (column {e.colno})") from None
+    return parse_json(read_text(path), path)
+
+
+def is_label(value: Any) -> bool:
+    """A usable type name / label: a non-empty string (7, [] or {} in a type field is a wrong-type record)."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def parse_offset(text: Any) -> int | None:
+    """A non-negative integer attribute (XML offsets): None for anything else, 5000 digits included."""
+    return int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 18 else None
 
 
 def join_tokens(tokens: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
@@ -243,6 +310,9 @@ def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, s
     if miss:
         rejects.add(source, location, "missing_field", f"event lacks {', '.join(miss)}", event)
         return None
+    if not is_label(event["event_type"]):
+        rejects.add(source, location, "bad_record", f"event_type {event['event_type']!r} is not a type name", event)
+        return None
     s, t = event["start"], event["end"]
     if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):
         rejects.add(source, location, "bad_offsets", f"token span [{s}, {t}) outside {len(spans)} tokens", event)
@@ -269,3 +339,47 @@ def record_guard(rejects: Rejects, source: Any, location: Any, raw: Any = None) 
         raise
     except DATA_ERRORS as e:
         rejects.add(source, location, "bad_record", f"{type(e).__name__}: {e}", str(raw)[:300] if raw is not None else None)
+
+
+# The id column of each table whose rows must be unique, and the reject reason of a repeat.
+UNIQUE_IDS = {"documents": ("doc_id", "duplicate_document"), "event_types": ("type_id", "duplicate_type"),
+              "mentions": ("mention_id", "duplicate_mention")}
+
+
+def unique_ids(rows: Iterator[tuple[str, dict]], rejects: Rejects, path: Any) -> Iterator[tuple[str, dict]]:
+    """Every reader's output passes through here (``ingest`` drives it), so no reader needs its own copy.
+
+    A row whose id (``UNIQUE_IDS``) was read before is dropped with a reject naming where the first one
+    came from. A repeated document takes its rows with it: the mentions (and mention relations) that
+    follow it with its ``doc_id``, up to the next document, are dropped as ``duplicate_document`` rejects,
+    so a second file under one DOCID cannot attach its mentions to the first file's text. Readers that
+    yield documents after their mentions key them in a dict, so no repeat reaches this point from them.
+    A row may carry ``_source`` (file) for the reject; the tables ignore keys outside their schema."""
+    first: dict[str, dict[str, str]] = {t: {} for t in UNIQUE_IDS}
+    repeat_doc: str | None = None  # doc id of the repeated document whose rows are being dropped
+    repeat_where = ""
+    dropped_mentions: set[str] = set()
+    for table, row in rows:
+        if table == "documents":
+            repeat_doc = None
+        where = str(row.get("_source") or row.get("source") or path)
+        if table in ("mentions", "mention_relations") and repeat_doc is not None and (
+                row.get("doc_id") == repeat_doc
+                or dropped_mentions & {row.get("source_mention_id"), row.get("target_mention_id")}):
+            if table == "mentions":
+                dropped_mentions.add(row["mention_id"])
+            rejects.add(repeat_where, f"{table} of document {repeat_doc!r}", "duplicate_document",
+                        f"belongs to the repeat of document {repeat_doc!r}; dropped with it", str(row)[:300])
+            continue
+        if table in UNIQUE_IDS:
+            col, reason = UNIQUE_IDS[table]
+            key = row.get(col)
+            seen = first[table]
+            if key in seen:
+                rejects.add(where, f"{col} {key!r}", reason, f"{col} {key!r} already read from {seen[key]}; this repeat is skipped",
+                            str(row)[:300])
+                if table == "documents":
+                    repeat_doc, repeat_where = key, where
+                continue
+            seen[key] = where
+        yield table, row

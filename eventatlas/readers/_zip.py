@@ -5,6 +5,10 @@ Caps (per member): ``max_bytes`` uncompressed bytes (default 512 MiB, env
 ``EVENTATLAS_ZIP_MAX_MEMBER_BYTES``) and ``max_ratio`` uncompressed/compressed (default 200, env
 ``EVENTATLAS_ZIP_MAX_RATIO``; members under 1 MiB are exempt from the ratio, small XML compresses
 well). Both are counted on the bytes actually inflated, not on the sizes the archive claims.
+Cap (whole archive): the members inflated in total may not exceed ``max_total`` (default 4 GiB, env
+``EVENTATLAS_ZIP_MAX_TOTAL_BYTES``) nor ``max_ratio`` times the archive's size (so many small members,
+each under the ratio floor, cannot add up to a bomb); checked on the declared sizes when the archive is
+read (before a member is inflated) and on the inflated bytes as they are read.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from ..io import InputError
 
 DEFAULT_MAX_BYTES = 512 << 20
 DEFAULT_MAX_RATIO = 200.0
+DEFAULT_MAX_TOTAL = 4 << 30
 RATIO_FLOOR = 1 << 20  # members smaller than this are never refused for their ratio
 _CHUNK = 1 << 20
 
@@ -53,10 +58,14 @@ def unsafe_member(name: str) -> str | None:
 class SafeZip:
     """A zip opened for reading with checked names and capped, streamed members."""
 
-    def __init__(self, path: str | os.PathLike, *, max_bytes: int | None = None, max_ratio: float | None = None):
+    def __init__(self, path: str | os.PathLike, *, max_bytes: int | None = None, max_ratio: float | None = None,
+                 max_total: int | None = None):
         self.path = Path(path)
         self.max_bytes = int(max_bytes if max_bytes is not None else _env_num("EVENTATLAS_ZIP_MAX_MEMBER_BYTES", DEFAULT_MAX_BYTES))
         self.max_ratio = float(max_ratio if max_ratio is not None else _env_num("EVENTATLAS_ZIP_MAX_RATIO", DEFAULT_MAX_RATIO))
+        total = int(max_total if max_total is not None else _env_num("EVENTATLAS_ZIP_MAX_TOTAL_BYTES", DEFAULT_MAX_TOTAL))
+        self.max_total = min(total, max(RATIO_FLOOR, int(self.path.stat().st_size * self.max_ratio)))
+        self.inflated = 0  # bytes inflated so far, all members
         try:
             self.zip = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, EOFError, OSError) as e:
@@ -85,6 +94,8 @@ class SafeZip:
             limit = min(limit, max(RATIO_FLOOR, int(info.compress_size * self.max_ratio)))
         if info.file_size > limit:
             self._too_big(name, info.file_size, info)
+        if self.inflated + info.file_size > self.max_total:
+            self._total_refused(self.inflated + info.file_size)
         parts, total = [], 0
         try:
             with self.zip.open(info) as f:
@@ -93,12 +104,20 @@ class SafeZip:
                     if not block:
                         break
                     total += len(block)
+                    self.inflated += len(block)
+                    if self.inflated > self.max_total:
+                        self._total_refused(self.inflated)
                     if total > self.max_bytes or (total > RATIO_FLOOR and total > info.compress_size * self.max_ratio):
                         self._too_big(name, total, info)
                     parts.append(block)
         except (zipfile.BadZipFile, zlib.error, EOFError) as e:
             raise InputError(self.path, f"member {name!r}", f"damaged zip archive ({e}); download or copy it again") from None
         return b"".join(parts)
+
+    def _total_refused(self, size: int) -> None:
+        raise InputError(self.path, "-", f"archive expands to over {size} bytes in total from {self.path.stat().st_size} "
+                         f"(cap {self.max_total}: min(EVENTATLAS_ZIP_MAX_TOTAL_BYTES, ratio {self.max_ratio:g} x archive size)); "
+                         "raise EVENTATLAS_ZIP_MAX_TOTAL_BYTES / EVENTATLAS_ZIP_MAX_RATIO if the archive is trusted")
 
     def _too_big(self, name: str, size: int, info: zipfile.ZipInfo) -> None:
         raise InputError(self.path, f"member {name!r}",

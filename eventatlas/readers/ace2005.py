@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, read_text, record_guard
+from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, parse_offset, read_bytes, read_text, record_guard
 from ._xml import child, children, parse_bytes
 
 DEFAULT_DATASET = "ace2005"
@@ -113,10 +113,11 @@ def _charseq(el):
     cs = child(el, "charseq") if el is not None else None
     if cs is None or cs.get("START") is None or cs.get("END") is None:
         return None
-    st, en = cs.get("START"), cs.get("END")
-    if not (st.isdigit() and en.isdigit()):
-        raise ValueError(f"<{el.tag}> charseq START={st!r} END={en!r}: offsets must be non-negative integers")
-    return int(st), int(en) + 1, cs.text or ""
+    st, en = parse_offset(cs.get("START")), parse_offset(cs.get("END"))
+    if st is None or en is None:
+        raise ValueError(f"<{el.tag}> charseq START={cs.get('START')[:20]!r} END={cs.get('END')[:20]!r}: "
+                         "offsets must be non-negative integers")
+    return st, en + 1, cs.text or ""
 
 
 def _charseq_or_none(el):
@@ -150,17 +151,18 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, splits=None,
         if not sgm.exists():
             rejects.add(apf, "-", "missing_source", f"no {sgm.name} beside the apf file", None)
             continue
-        root = parse_bytes(apf.read_bytes(), apf, allow_doctype=True)
+        root = parse_bytes(read_bytes(apf), apf, allow_doctype=True)
         doc = child(root, "document")
         if doc is None or not doc.get("DOCID"):
             raise InputError(apf, "root", "no <document DOCID=...> element")
         doc_id = doc.get("DOCID")
         raw = read_text(sgm)
         bases = {"raw": raw, "stripped": _stripped(raw)}
-        charseqs = [cs for cs in doc.iter() if cs.tag == "charseq" and (cs.get("START") or "").isdigit() and (cs.get("END") or "").isdigit()]
+        charseqs = [(parse_offset(cs.get("START")), parse_offset(cs.get("END")), cs.text or "") for cs in doc.iter() if cs.tag == "charseq"]
+        charseqs = [c for c in charseqs if c[0] is not None and c[1] is not None]
 
         def matches(text):
-            return sum(1 for cs in charseqs if _same(text[int(cs.get("START")) : int(cs.get("END")) + 1], cs.text or ""))
+            return sum(1 for st, en, t in charseqs if _same(text[st : en + 1], t))
 
         if offsets == "auto":
             scores = {b: matches(t) for b, t in bases.items()}

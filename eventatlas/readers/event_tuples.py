@@ -15,7 +15,10 @@ Tables:
 * ``event_pairs`` (task ``cooccurrence``): one row per unordered pair of distinct events (by their
   (subj, verb, obj)) that occur in one document; ``score`` = the number of documents in which both
   occur. Pairs are aggregated over the whole file (memory O(distinct pairs)); a document's events
-  are deduplicated first, so an event repeated in one document counts once.
+  are deduplicated first, so an event repeated in one document counts once. Pairs are counted among a
+  document's first ``max_pair_events`` distinct events (reader option, default 100: at most 4,950
+  pairs a document; quadratic growth made one 120 KB line 8 M pairs); a document past it is counted
+  in ``stats["pair_capped_documents"]`` and its later events still become mentions.
 
 A tuple without exactly four fields, or with a ``_NULL_`` verb, is rejected (file, line, tuple
 position); a file in which no line holds a `` <TUP> `` separator is refused with an ``InputError``.
@@ -67,9 +70,13 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+DEFAULT_MAX_PAIR_EVENTS = 100
+
+
 def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None,
-         **opts) -> Iterator[tuple[str, dict]]:
+         max_pair_events: int = DEFAULT_MAX_PAIR_EVENTS, **opts) -> Iterator[tuple[str, dict]]:
     counts: Counter = Counter()
+    max_pair_events = int(max_pair_events)
     for f in _files(Path(path)):
         seen_sep = False
         n = 0
@@ -102,7 +109,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
             for r in rows:
                 yield "mentions", r
             bump(stats, "documents")
-            count_pairs(counts, events)
+            if count_pairs(counts, events, max_pair_events):
+                bump(stats, "pair_capped_documents")
         if n and not seen_sep:
             raise InputError(f, "line 1", "no ' <TUP> ' separator in any line: not an event-tuple file "
                                           "(one document per line, tuples 'verb subj obj prep' joined by ' <TUP> ')")
@@ -131,9 +139,15 @@ def document_row(dataset: str, doc_id: str, source: str | None, extra: dict) -> 
             "source": source, "split": None, "extra": dumps(extra)}
 
 
-def count_pairs(counts: Counter, events) -> None:
-    """Add one document's distinct events' unordered pairs (one canonical order) to ``counts``."""
-    counts.update(combinations(sorted(set(events), key=lambda e: (e[1], e[0] or "", e[2] or "")), 2))
+def count_pairs(counts: Counter, events, max_events: int | None = None) -> bool:
+    """Add one document's distinct events' unordered pairs (one canonical order) to ``counts``; with
+    ``max_events``, only among the first that many distinct events (in document order). True when capped."""
+    distinct = list(dict.fromkeys(events))
+    capped = max_events is not None and len(distinct) > max_events
+    if capped:
+        distinct = distinct[:max_events]
+    counts.update(combinations(sorted(distinct, key=lambda e: (e[1], e[0] or "", e[2] or "")), 2))
+    return capped
 
 
 def cooccurrence_rows(dataset: str, counts: Counter) -> Iterator[tuple[str, dict]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects, stable_id
-from ._common import MentionDedup, bump, check_span, dumps, mention_row, record_guard
+from ._common import MentionDedup, bump, check_span, dumps, mention_row, read_bytes, record_guard
 from ._xml import child, children, local, parse_bytes
 from ._zip import SafeZip, looks_like_zip
 
@@ -86,7 +86,7 @@ class _Source:
         out = {}
         if self.path.is_dir() and (self.path / folder).is_dir():
             for p in sorted((self.path / folder).glob("*.xml")):
-                out[p.name] = (str(p), p.read_bytes)
+                out[p.name] = (str(p), (lambda p=p: read_bytes(p)))
         for z in self.zips:
             for n in sorted(z.namelist()):
                 parts = n.split("/")
@@ -97,7 +97,7 @@ class _Source:
     def single(self, name: str):
         if self.path.is_dir() and (self.path / name).exists():
             p = self.path / name
-            return str(p), p.read_bytes
+            return str(p), (lambda: read_bytes(p))
         for z in self.zips:
             for n in z.namelist():
                 if n.split("/")[-1] == name and n.count("/") <= 1:
@@ -231,7 +231,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
         for f in frames:
             extra = {"ID": f["ID"], "FEs": f["FEs"], "LUs": f["LUs"] or lus_by_frame.get(f["name"], []), "semtypes": f["semtypes"], "examples": f["examples"]}
             yield "event_types", {"dataset": dataset, "type_id": f["name"], "name": f["name"].replace("_", " "), "definition": f["definition"],
-                                  "parent_id": parent.get(f["name"]), "ontology": ONTOLOGY, "extra": dumps(extra)}
+                                  "parent_id": parent.get(f["name"]), "ontology": ONTOLOGY, "extra": dumps(extra),
+                                  "_source": f["source"]}  # names the file when a second file repeats the frame
         if not frames:  # relations only: still give every related frame a row so parent ids resolve
             for fr in sorted({x for r in rels for x in r[:2]} | set(lus_by_frame) - {None}):
                 yield "event_types", {"dataset": dataset, "type_id": fr, "name": fr.replace("_", " "), "definition": None,

@@ -34,6 +34,7 @@ from typing import Iterator
 
 from ..io import InputError, Rejects
 from . import framenet, framenet_jsonl
+from ._common import unique_ids
 
 DEFAULT_DATASET = "framenet_grounding"
 EXPECTED_TABLES = ("mentions", "event_types")
@@ -81,7 +82,7 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
     fn17, fn15 = _locate(Path(path), fn17, fn15)
     frames: dict[str, dict] = {}
     rels: list[tuple[str, str, str]] = []
-    for table, row in framenet.read(fn17, dataset=dataset, rejects=rejects, annotations=False):
+    for table, row in unique_ids(framenet.read(fn17, dataset=dataset, rejects=rejects, annotations=False), rejects, fn17):
         if table == "event_types":
             frames[row["type_id"]] = row
         elif table == "type_relations":

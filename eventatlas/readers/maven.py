@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require, sentence_and_spans
+from ._common import (DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, record_guard,
+                      require, sentence_and_spans)
 
 DEFAULT_DATASET = "maven"
 ONTOLOGY = "MAVEN"
@@ -103,6 +104,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
                     miss = require(ev, ("type", "mention"))
                     if miss:
                         rejects.add(f, f"{loc} events[{ei}]", "missing_field", f"event lacks {', '.join(miss)}", ev)
+                        continue
+                    if not is_label(ev["type"]):
+                        rejects.add(f, f"{loc} events[{ei}]", "bad_record", f"type {ev['type']!r} is not a type name", ev)
                         continue
                     types.setdefault(ev["type"], ev.get("type_id"))
                     first = None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import bump, join_tokens, load_json, mention_row, record_guard, require, token_event_span
+from ._common import bump, is_label, join_tokens, load_json, mention_row, record_guard, require, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_fewshot"
@@ -39,8 +39,11 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
         if not isinstance(sp, dict):
             raise InputError(event_split, "top level", "expected {split: [types]}")
         for s, ts in sp.items():
-            for t in ts:
-                split_of[t] = s
+            for i, t in enumerate(ts if isinstance(ts, list) else [ts]):
+                if is_label(t):
+                    split_of[t] = s
+                else:
+                    rejects.add(event_split, f"{s}[{i}]", "bad_record", f"{t!r} is not a type name", str(t)[:300])
     rows: dict[str, dict] = {}  # mention_id -> row; kept in memory (a few thousand) to merge listed_under
     listed: dict[str, set[str]] = {}
     docs: dict[str, tuple[str, str]] = {}
@@ -50,6 +53,10 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
         if not isinstance(data, dict):
             raise InputError(f, "top level", "expected {type: [instance, ...]}")
         for key, insts in data.items():
+            if not isinstance(insts, list):
+                rejects.add(f, key, "bad_record", f"expected a list of instances under {key!r}, got {type(insts).__name__}",
+                            str(insts)[:300])
+                continue
             for ii, inst in enumerate(insts):
                 loc = f"{key}[{ii}]"
                 with record_guard(rejects, f, loc, inst):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import bump, check_span, dumps, load_json, mention_id, mention_row, record_guard, require, sentence_and_spans
+from ._common import bump, check_span, dumps, is_label, load_json, mention_id, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "ontoevent_maven"
 ONTOLOGY = "OntoEvent"
@@ -62,6 +62,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
         if miss:
             rejects.add(src, loc, "missing_field", f"missing {', '.join(miss)}", m)
             return None
+        if not is_label(m["event_type"]) or isinstance(m["doc_id"], (list, dict)) or isinstance(m["sent_id"], (list, dict)):
+            rejects.add(src, loc, "bad_record", f"event_type {m['event_type']!r}, doc_id, sent_id: a type name and two ids expected", m)
+            return None
         tp = m["trigger_pos"]
         if not (isinstance(tp, list) and len(tp) == 2 and all(isinstance(x, int) for x in tp)):
             rejects.add(src, loc, "bad_offsets", f"trigger_pos {tp!r} is not [start, end)", m)
@@ -98,6 +101,10 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
         return mid
 
     seen_rel: set[tuple] = set()
+    for rel in MENTION_RELATIONS + TYPE_RELATIONS:
+        if not isinstance(data.get(rel) or [], list):
+            rejects.add(src, rel, "bad_record", f"{rel} holds {type(data[rel]).__name__}, expected a list of pairs", str(data[rel])[:300])
+            data[rel] = []
     for rel in MENTION_RELATIONS:
         for i, pair in enumerate(data.get(rel) or []):
             loc = f"{rel}[{i}]"
@@ -142,5 +149,5 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
                               "parent_id": parent, "ontology": ONTOLOGY, "extra": None}
     for doc_id, d in docs.items():
         yield "documents", {"dataset": dataset, "doc_id": str(doc_id), "title": d["title"], "language": "en",
-                            "source": src.name, "split": "all", "extra": dumps({"sent_ids": sorted(d["sent_ids"])})}
+                            "source": src.name, "split": "all", "extra": dumps({"sent_ids": sorted(d["sent_ids"], key=str)})}
     bump(stats, "distinct_mentions", sum(1 for v in key_to_mid.values() if v))

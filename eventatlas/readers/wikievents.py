@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, load_json, mention_row, record_guard, require
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, record_guard, require
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -110,6 +110,9 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                     if miss:
                         rejects.add(f, eloc, "missing_field", f"missing {', '.join(miss)}", ev)
                         continue
+                    if not is_label(ev["event_type"]):
+                        rejects.add(f, eloc, "bad_record", f"event_type {ev['event_type']!r} is not a type name", ev)
+                        continue
                     ts, te = trig["start"], trig["end"]
                     if not (isinstance(ts, int) and isinstance(te, int) and 0 <= ts < te <= g):
                         rejects.add(f, eloc, "bad_offsets", f"token span [{ts}, {te}) outside 0..{g}", ev)
@@ -148,13 +151,21 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                     evs = [mid_of[x] for x in cl if x in ev_ids and x in mid_of]
                     for m in evs[1:]:
                         yield "mention_relations", {"dataset": dataset, "source_mention_id": m, "target_mention_id": evs[0], "relation": "coref"}
+        # coreference of a document this file does not hold (a mistyped doc_key or doc_id) would be lost unseen
+        for key in sorted(set(clusters) - {d for d, w in doc_ids.where.items() if w.startswith(f"{f.name} ")}):
+            rejects.add(cpath, f"doc_key {key!r}", "orphan_coref", f"no document {key!r} in {f.name}; its clusters are unused", None)
     bump(stats, "duplicate_mentions", dedup.duplicates)
     # KAIROS hierarchy as the task asks: parent = first segment (the root); the middle level is kept in extra
     roles: dict[str, list] = {}
     meta = path / "meta.json" if path.is_dir() else path.parent / "meta.json"
     if meta.exists():  # ontology file of the release: [[type, [roles...]], ...]
-        for i, item in enumerate(load_json(meta)):
-            if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+        items = load_json(meta)
+        if not isinstance(items, list):  # a side file: its types are missing, the documents are still read
+            rejects.add(meta, "top level", "bad_type_entry", f"expected [[type, [roles]], ...], got {type(items).__name__}",
+                        str(items)[:300])
+            items = []
+        for i, item in enumerate(items):
+            if isinstance(item, list) and len(item) == 2 and is_label(item[0]):
                 roles[item[0]] = item[1]
             else:
                 rejects.add(meta, f"[{i}]", "bad_type_entry", "expected [type, [roles]]", item)

@@ -34,7 +34,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
-from ..io import atomic_write_json, write_parquet
+from ..io import atomic_write_json, fault_point, write_parquet
 from .args import TrainingArgs
 from .callbacks import Callback
 from .sampler import BucketBatchSampler, shard
@@ -279,14 +279,17 @@ class Trainer:
         name = f"step_{st.step:08d}_e{st.epoch:03d}_b{st.batch_in_epoch:06d}"
         final = self._ckpt_root() / name
         tmp = self._ckpt_root() / f".{name}.tmp"
-        if self.is_main:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if self.is_main:  # a killed save's temp directory, of any step (the run directory is locked to us)
+            for stale in self._ckpt_root().glob(".step_*.tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
         acc.wait_for_everyone()
         acc.save_state(str(tmp), safe_serialization=False)
         acc.wait_for_everyone()
         if self.is_main:
+            fault_point("checkpoint_state")
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)  # the directory appears whole or not at all
+            fault_point("checkpoint_renamed")  # latest.json (the pointer, replaced by rename) is the switch
             atomic_write_json(self._ckpt_root() / "latest.json", {"checkpoint": name, "step": st.step,
                                                                    "epoch": st.epoch, "batch": st.batch_in_epoch})
             kept = sorted(p for p in self._ckpt_root().glob("step_*") if p.is_dir())

@@ -5,7 +5,8 @@ here rather than left to callers:
 
 * a descriptive User-Agent with contact information (``user_agent=`` / ``contact=`` or
   ``EVENTATLAS_USER_AGENT`` / ``EVENTATLAS_CONTACT``); requests to a non-loopback host
-  are refused without a contact, so nobody crawls Wikimedia anonymously by accident;
+  are refused without a contact, so nobody crawls Wikimedia anonymously by accident; a
+  contact given beside a User-Agent of one's own is appended to it (``mybot/1.0 (me@x.org)``);
 * ``maxlag=5`` on every MediaWiki/Wikibase request (``maxlag=None`` per call for SPARQL);
 * serial requests by default: one client-wide semaphore (``concurrency=1``);
 * ``429``/``503`` ``Retry-After`` (delta seconds or HTTP-date) and ``maxlag`` errors set a
@@ -39,7 +40,7 @@ from ..io import atomic_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PoliteClient", "HttpError", "ApiError", "default_user_agent", "parse_retry_after", "cache_key", "is_contact"]
+__all__ = ["PoliteClient", "HttpError", "ApiError", "default_user_agent", "user_agent_with_contact", "parse_retry_after", "cache_key", "is_contact"]
 
 VERSION = "0.1.0"
 DEFAULT_MAXLAG = 5
@@ -67,6 +68,17 @@ def default_user_agent(contact: str | None = None, tool: str = "eventatlas") -> 
     contact = contact or os.environ.get("EVENTATLAS_CONTACT")
     who = contact if contact else "no contact configured; set EVENTATLAS_CONTACT"
     return f"{tool}/{VERSION} ({who}; event-grounding dataset builder) httpx/{httpx.__version__}"
+
+
+def user_agent_with_contact(user_agent: str | None, contact: str | None) -> str:
+    """The User-Agent sent: the default one (with ``contact``), or a user-supplied one with ``contact``
+    appended when it does not already hold it; a supplied one without any contact stays as it is (and
+    requests to public hosts are then refused)."""
+    if not user_agent:
+        return default_user_agent(contact)
+    if contact and contact not in user_agent:
+        return f"{user_agent} ({contact})"
+    return user_agent
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -173,9 +185,9 @@ class PoliteClient:
         if self.contact and not is_contact(self.contact):
             raise ValueError(f"contact {self.contact!r} is neither a URL (https://...) nor an e-mail address; "
                              "the Wikimedia User-Agent policy asks for a way to reach you")
-        self.user_agent = user_agent or env_ua or default_user_agent(self.contact)
-        # An explicit UA counts only when it carries its own contact (policy: URL or e-mail in it).
-        self._has_contact = bool(self.contact) or is_contact(user_agent or env_ua)
+        self.user_agent = user_agent_with_contact(user_agent or env_ua, self.contact)
+        # what counts is what the hosts receive: a User-Agent with a URL or an e-mail address in it
+        self._has_contact = is_contact(self.user_agent)
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
