@@ -24,16 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 FOLDERS = ("benchmarks", "scripts")
 SCRIPTS = sorted(p for d in FOLDERS for p in (REPO / d).iterdir()
                  if p.suffix in (".py", ".sh") and not p.name.startswith("_"))
-# scripts/mutation.py gains its smoke mode on another branch; the mark goes when that branch is merged
-PENDING = {"scripts/mutation.py": "smoke mode added on another branch"}
-
-
 def _param(p: Path):
-    rel = p.relative_to(REPO).as_posix()
-    marks = []
-    if rel in PENDING and "--smoke" not in p.read_text(encoding="utf-8"):
-        marks.append(pytest.mark.xfail(reason=PENDING[rel], strict=False))
-    return pytest.param(p, id=rel, marks=marks)
+    return pytest.param(p, id=p.relative_to(REPO).as_posix())
 
 
 def _repo_files() -> set[str]:
