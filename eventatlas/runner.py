@@ -109,7 +109,7 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
 
 
 def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
-                   device: str = "auto", flow: str = "evaluate") -> Path:
+                   device: str = "auto", flow: str = "evaluate", reuse_unfinished: bool = False) -> Path:
     """Apply a saved model (``run:<ref>``, see :mod:`eventatlas.modeling.saved`) to a dataset and score it
     with that dataset's evaluator (the model's method's ``apply``); returns the run record's path.
 
@@ -118,34 +118,14 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
     one evaluated on, so the leaderboard shows a cross-dataset cell as such. ``params`` configure the
     apply step (the selection of mentions, clusterings, ... as the method's config; by default the
     training run's own config, for the models applied with their method's protocol)."""
-    from .data import Manifest
     from .device import describe, resolve_device
-    from .methods import get_spec
-    from .methods.spec import ParamError, json_params
-    from .modeling.saved import resolve_ref
+    from .methods.spec import json_params
 
-    model = resolve_ref(ref)
+    model, _, apply_fn, cfg, man, fingerprint, prefix = _evaluation(ref, dataset_dir, seed, params)
     card = model.card
-    spec = get_spec(card.method)
-    apply_fn, cfg_cls = spec.applier()
     ddir = Path(dataset_dir)
-    man = Manifest.read(ddir)
-    base = {} if cfg_cls is not spec.config_class() else {k: v for k, v in card.config.items() if k != "device"}
-    try:
-        cfg = cfg_cls.model_validate({**base, **(params or {})})
-    except Exception as e:  # pydantic: name the bad key in one line
-        from pydantic import ValidationError
-
-        from .methods.spec import format_errors
-
-        if isinstance(e, ValidationError):
-            raise ParamError(format_errors(card.method, cfg_cls, e)) from None
-        raise
     dev = resolve_device(device)
-    fingerprint = man.data_fingerprint()
-    prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
-                        {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
-    claim = claim_run(prefix, reuse_unfinished=False)
+    claim = claim_run(prefix, reuse_unfinished=reuse_unfinished)
     try:
         run_dir = config.runs_dir() / claim.run_id
         record = new_record(claim.run_id, flow=flow, task="evaluate", method=card.method, device=describe(dev),
@@ -175,6 +155,63 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
         return write_record(run_dir, record)
     finally:
         claim.release()
+
+
+def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None) -> tuple:
+    """(model, spec, apply function, validated config, manifest, data fingerprint, run prefix) of applying
+    saved model ``ref`` to a dataset: what :func:`evaluate_model` runs and what identifies its run."""
+    from .data import Manifest
+    from .methods import get_spec
+    from .methods.spec import ParamError
+    from .modeling.saved import resolve_ref
+
+    model = resolve_ref(ref)
+    card = model.card
+    spec = get_spec(card.method)
+    apply_fn, cfg_cls = spec.applier()
+    man = Manifest.read(Path(dataset_dir))
+    base = {} if cfg_cls is not spec.config_class() else {k: v for k, v in card.config.items() if k != "device"}
+    try:
+        cfg = cfg_cls.model_validate({**base, **(params or {})})
+    except Exception as e:  # pydantic: name the bad key in one line
+        from pydantic import ValidationError
+
+        from .methods.spec import format_errors
+
+        if isinstance(e, ValidationError):
+            raise ParamError(format_errors(card.method, cfg_cls, e)) from None
+        raise
+    fingerprint = man.data_fingerprint()
+    prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
+                        {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
+    return model, spec, apply_fn, cfg, man, fingerprint, prefix
+
+
+def evaluation_prefix(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None) -> str:
+    """The run prefix :func:`evaluate_model` gives this (model, dataset, seed, config): runs of it share it."""
+    return _evaluation(ref, dataset_dir, seed, params)[-1]
+
+
+def _training(method: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None,
+              device: str) -> tuple:
+    """(spec, validated config, manifest, data fingerprint, run prefix) of a ``run_method`` call."""
+    from .data import Manifest
+    from .methods import get_spec
+
+    man = Manifest.read(Path(dataset_dir))
+    spec = get_spec(method)
+    cfg = spec.validate(params)
+    if "device" not in cfg.model_fields_set:  # a method's own device setting wins over the flow's
+        cfg = cfg.model_copy(update={"device": device})
+    fingerprint = man.data_fingerprint()
+    return spec, cfg, man, fingerprint, run_prefix(method, man.dataset, seed, cfg.model_dump(mode="json"), fingerprint)
+
+
+def training_prefix(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+                    device: str = "auto") -> str:
+    """The run prefix :func:`run_method` gives this (method, dataset, seed, config, data): the identity a
+    finished run is found by (``eventatlas experiment`` reuses it instead of running it again)."""
+    return _training(method, dataset_dir, seed, params, device)[-1]
 
 
 def _save_model(run_dir: Path, record: dict[str, Any], metrics: list[dict[str, Any]]) -> None:
@@ -249,18 +286,9 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
     ``reuse_unfinished`` takes the run id (directory) of the newest unfinished run of this configuration
     without resuming its checkpoints: a cell retried on another worker after its first attempt died
     writes into the same directory instead of leaving an orphan beside it."""
-    from .data import Manifest
-    from .methods import get_spec
-
     ddir = Path(dataset_dir)
-    man = Manifest.read(ddir)
+    spec, cfg, man, fingerprint, prefix = _training(method, ddir, seed, params, device)
     dataset = man.dataset
-    spec = get_spec(method)
-    cfg = spec.validate(params)
-    if "device" not in cfg.model_fields_set:  # a method's own device setting wins over the flow's
-        cfg = cfg.model_copy(update={"device": device})
-    fingerprint = man.data_fingerprint()
-    prefix = run_prefix(method, dataset, seed, cfg.model_dump(mode="json"), fingerprint)
     # only the main process of a distributed launch claims the directory; the others take its run id
     claim = claim_run(prefix, reuse_unfinished=resume or reuse_unfinished) if _is_main() else RunClaim("", None)
     try:
