@@ -118,7 +118,7 @@ def markdown(e: dict[str, Any]) -> str:
         lines += [e["description"].strip(), ""]
     lines += [f"Experiment `{e['experiment']}` ({e['mode']}; `eventatlas experiment run {e['experiment']}"
               f"{' --quick' if e['mode'] == 'quick' else ''}`). Metric: {metric}; mean ± sample std over seeds "
-              "(n = metric rows), fractions x100; the paper's figure in brackets.", ""]
+              "(n = metric rows), fractions x100; the reference figure in brackets.", ""]
     lines += ["| | " + " | ".join(_md_escape(c) for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for r in rows:
         cells = []
