@@ -281,6 +281,9 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
                 for r in exp.references for row, by_col in r.values.items() for col, v in by_col.items()]
         if refs:
             con.executemany("INSERT INTO experiment_references VALUES (?, ?, ?, ?, ?, ?, ?)", refs)
+        declared = [c.name for c in exp.all_cells()]  # links of cells the declaration no longer has go
+        con.execute(f"DELETE FROM experiment_runs WHERE experiment = ? AND mode = ? AND cell NOT IN "
+                    f"({', '.join('?' * len(declared))})", [*key, *declared])
         for ln in links:
             con.execute("DELETE FROM experiment_runs WHERE experiment = ? AND mode = ? AND cell = ? AND seed = ?",
                         [*key, ln["cell"], int(ln["seed"])])
