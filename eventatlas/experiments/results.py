@@ -136,7 +136,7 @@ def markdown(e: dict[str, Any]) -> str:
     if e["diagnosis"]:
         lines += ["## Diagnosis", "", e["diagnosis"].strip(), ""]
     if e["plots"]:
-        lines += ["## Plots", ""] + [f"- `{k}` of run `{rid}`: `runs/{rid}/{Path(p).name}`" for rid, k, p in e["plots"]]
+        lines += ["## Plots", ""] + [f"- `{k}` of run `{rid}`: `{_in_run(rid, p)}`" for rid, k, p in e["plots"]]
         lines.append("")
     runs = e["runs"]
     versions = sorted({str(r["code_version"]) for r in runs if r["code_version"]})
@@ -145,6 +145,13 @@ def markdown(e: dict[str, Any]) -> str:
               + (" (reused)" if r["reused"] else "") for r in runs]
     lines += ["", f"Code version: {', '.join(versions) or 'unknown'}. Declaration digest {e['spec_sha256']}.", ""]
     return "\n".join(lines)
+
+
+def _in_run(run_id: str, path: str) -> str:
+    """``runs/<run_id>/...`` of an artifact path: relative to the data root, never this machine's path."""
+    marker = f"/runs/{run_id}/"
+    p = "/" + str(path).replace("\\", "/")
+    return f"runs/{run_id}/" + (p.split(marker, 1)[1] if marker in p else Path(path).name)
 
 
 def write_markdown(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode: str | None = None) -> list[Path]:
