@@ -280,3 +280,53 @@ def test_report_has_a_section_per_experiment(tmp_path):
     for name in names:
         assert f'data-experiment="{name}" data-mode="quick"' in page
     assert page.count('class="verdict"') == len(names)
+
+
+def test_sigkilled_experiment_finishes_only_the_missing_cells(world, tmp_path):
+    """The real thing: `eventatlas experiment run` killed with SIGKILL once its first cell finished; started
+    again, it reuses that cell, takes over the killed cell's run directory and runs the rest."""
+    import signal
+    import subprocess
+    import sys
+
+    spec = {"name": "kill_probe", "title": "kill probe", "methods": ["untuned", "swcc"],
+            "datasets": {"hard": {"reader": "hard_similarity", "sample": True},
+                         "mcnc": {"reader": "mcnc", "sample": True},
+                         "tuples": {"reader": "event_tuples", "sample": True}},
+            "params": {"untuned": {"encoder": {"batch_size": 8, "precision": "fp32"}},
+                       "swcc": {"eval_datasets": ["hard_similarity_sample"], "max_length": 16, "n_prototypes": 3,
+                                "plot_events": 20, "train": {"epochs": 3, "batch_size": 8, "lr": 1.0e-3}}},
+            "cells": [{"name": "first", "method": "untuned", "dataset": "hard"},
+                      {"name": "slow", "method": "swcc", "dataset": "tuples"},
+                      {"name": "last", "method": "untuned", "dataset": "mcnc"}],
+            "table": {"rows": {"hard": {"dataset": "hard"}}, "columns": {"acc": {"metric": "hard_sim_acc"}}},
+            "references": [{"source": {"paper": "none"}, "values": {"hard": {"acc": 50.0}}}],
+            "goal": {"text": "runs"}}
+    path = tmp_path / "kill_probe.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    cmd = [sys.executable, "-m", "eventatlas.cli", "experiment", "run", str(path), "--params",
+           json.dumps(world["params"])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    runs = config.runs_dir()
+    deadline = time.monotonic() + 240
+    first, slow_dirs = [], []
+    while time.monotonic() < deadline and proc.poll() is None and not slow_dirs:  # kill inside the slow cell
+        first = list(runs.glob("untuned-hard_similarity_sample-*/run.json"))
+        slow_dirs = list(runs.glob("swcc-event_tuples_sample-*"))
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.fail(f"the experiment ended before it could be killed: {proc.stdout.read().decode()[-2000:]}")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    slow_dirs = sorted(runs.glob("swcc-event_tuples_sample-*"))
+    assert first and len(slow_dirs) == 1 and not (slow_dirs[0] / "run.json").exists()
+    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"first seed 0: reused {first[0].parent.name}" in out.stdout
+    assert "slow seed 0: ran" in out.stdout and "last seed 0: ran" in out.stdout
+    assert "2 cell run(s) ran, 1 reused" in out.stdout
+    # killed inside the slow cell: its directory is taken over, not left beside a new one
+    assert f"slow seed 0: ran {slow_dirs[0].name} (completed)" in out.stdout
+    assert sorted(runs.glob("swcc-event_tuples_sample-*")) == slow_dirs
