@@ -166,8 +166,8 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
                 else:
                     trained = by_key[(cell.evaluate, seed)]
                     if trained.status != "completed":
-                        cr = CellRun(cell.name, seed, {}, "", status=f"not run: cell {cell.evaluate} did not "
-                                                                      f"complete")
+                        cr = CellRun(cell.name, seed, {}, "", status=f"skipped (cell {cell.evaluate} did not "
+                                                                      f"complete: no model to apply)")
                         out.cells.append(cr)
                         continue
                     ref = f"run:{trained.run_id}"
