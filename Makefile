@@ -37,7 +37,8 @@ stop-serve:
 	bash scripts/serve.sh stop
 
 # Speed/memory benchmarks: each measures a ratio against its baseline in the same run and
-# writes JSON under benchmarks/results/. The 40k/118k clustering cases need ~13 GB free:
+# records it as a run (published to the warehouse table `benchmarks`; `eventatlas report` shows the
+# latest ratios and their history). The 40k/118k clustering cases need ~13 GB free:
 #   $(PY) benchmarks/bench_cluster.py exact40k | manifold20k | big-exact | big-manifold
 bench: $(STAMP)
 	$(PY) benchmarks/bench_encode.py

@@ -21,7 +21,9 @@ Usage:
   python benchmarks/bench_cluster.py manifold20k      # sparse vs dense manifold, 20k, k=3000
   python benchmarks/bench_cluster.py big              # 118k exact + 118k manifold k=3000
                                     (big-exact / big-manifold: one of them)
-Results are merged into benchmarks/results/bench_cluster.json.
+  python benchmarks/bench_cluster.py --smoke          # 300 points of a random mixture: checks the script runs
+Each suite is recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the
+warehouse; ``eventatlas report`` shows it).
 """
 from __future__ import annotations
 
@@ -39,7 +41,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results" / "bench_cluster.json"
 SEED = 20261122
 
 
@@ -98,8 +99,15 @@ def base_embeddings() -> np.ndarray:
     return E
 
 
-def realistic(n: int, seed: int = SEED) -> np.ndarray:
-    B = base_embeddings()
+def random_bases(seed: int = SEED, n: int = 400, d: int = 384) -> np.ndarray:
+    """Unit vectors of a Gaussian mixture (a smoke run: no sentences to encode)."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((20, d))[rng.integers(0, 20, n)] + rng.standard_normal((n, d))
+    return (B / np.linalg.norm(B, axis=1, keepdims=True)).astype(np.float32)
+
+
+def realistic(n: int, seed: int = SEED, random_base: bool = False) -> np.ndarray:
+    B = random_bases(seed) if random_base else base_embeddings()
     rng = np.random.default_rng(seed)
     d = B.shape[1]
     i = rng.integers(0, B.shape[0], n)
@@ -122,8 +130,8 @@ def _peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # KiB -> GiB
 
 
-def child(case: str, n: int, k: int | None, out: str) -> None:
-    X = realistic(n)
+def child(case: str, n: int, k: int | None, out: str, random_base: bool = False) -> None:
+    X = realistic(n, random_base=random_base)
     rss_data = _peak_rss_gb()
     t0 = time.perf_counter()
     if case == "exact":
@@ -188,7 +196,7 @@ def mem_available_gb() -> float:
     return float("nan")
 
 
-def run_case(case: str, n: int, k: int | None, tmp: str, timeout: int, need_gb: float) -> dict:
+def run_case(case: str, n: int, k: int | None, tmp: str, timeout: int, need_gb: float, random_base: bool = False) -> dict:
     avail = mem_available_gb()
     if avail < need_gb:
         print(f"[skip] {case}-{n}: {avail:.1f} GB available < {need_gb} GB needed", flush=True)
@@ -197,6 +205,8 @@ def run_case(case: str, n: int, k: int | None, tmp: str, timeout: int, need_gb: 
     cmd = [sys.executable, __file__, "--child", case, "--n", str(n), "--out", out]
     if k is not None:
         cmd += ["--k", str(k)]
+    if random_base:
+        cmd.append("--random-base")
     limit = int(min(need_gb * 1.5, 22) * 1024**3)
 
     def _limit():  # watchdog on address space: a runaway case dies alone, not the machine
@@ -228,33 +238,43 @@ def compare(ra: dict, rb: dict, ks=(50, 150, 500)) -> dict:
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    from eventatlas import benchmarking
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite", nargs="?", default="small", choices=["small", "exact40k", "big", "big-exact", "big-manifold", "manifold20k"])
     ap.add_argument("--child")
     ap.add_argument("--n", type=int)
     ap.add_argument("--k", type=int)
     ap.add_argument("--out")
-    a = ap.parse_args()
+    ap.add_argument("--random-base", action="store_true", help=argparse.SUPPRESS)
+    a = benchmarking.parse_args(ap, argv)
     if a.child:
-        child(a.child, a.n, a.k, a.out)
+        child(a.child, a.n, a.k, a.out, a.random_base)
         return
-    base_embeddings()  # build the cache once, outside the timed children
-    with tempfile.TemporaryDirectory(prefix="bench_cluster_") as tmp:
+    bench = benchmarking.Benchmark("cluster", a, libraries=("fastcluster",))
+    if not a.smoke:
+        base_embeddings()  # build the cache once, outside the timed children
+    cases = []
+    with tempfile.TemporaryDirectory(prefix="bench_cluster_", dir=benchmarking.scratch_dir(a, bench.run_id)) as tmp:
         suite: dict = {}
-        if a.suite in ("small", "exact40k"):
-            sizes = (5000, 20000) if a.suite == "small" else (40000,)
+        if a.smoke or a.suite in ("small", "exact40k"):
+            sizes = (300,) if a.smoke else (5000, 20000) if a.suite == "small" else (40000,)
             for n in sizes:
                 need = 2.5 * 8 * n * n / 2 / 1024**3 + 1.5
-                fc = run_case("fc", n, None, tmp, 3000, need)
-                ex = run_case("exact", n, None, tmp, 3000, 2.0)
+                fc = run_case("fc", n, None, tmp, 3000, need, a.smoke)
+                ex = run_case("exact", n, None, tmp, 3000, 2.0, a.smoke)
                 row = {"fastcluster": fc, "exact": ex}
                 if "seconds" in fc and "seconds" in ex:
                     row["speedup_vs_fastcluster"] = round(fc["seconds"] / ex["seconds"], 3)
                     row["memory_fraction_of_fastcluster"] = round(ex["peak_rss_gb"] / fc["peak_rss_gb"], 3)
-                    row["quality"] = compare(ex, fc)
+                    row["quality"] = compare(ex, fc, ks=(5, 20) if a.smoke else (50, 150, 500))
+                    for q, key in (("s", "seconds"), ("peak GB", "peak_rss_gb")):
+                        cases.append(benchmarking.case(q, ex[key], fc[key], higher_is_better=False, setting=f"exact-{n}",
+                                                       ours_label="nnchain average linkage",
+                                                       baseline_label="fastcluster on BLAS distances"))
                 suite[f"exact_vs_fastcluster_{n}"] = row
-        if a.suite == "manifold20k":
+        if a.suite == "manifold20k" and not a.smoke:
             n, k = 20000, 3000
             de = run_case("mdense", n, k, tmp, 3000, 10.0)
             sp_ = run_case("msparse", n, k, tmp, 3000, 6.0)
@@ -263,25 +283,29 @@ def main() -> None:
                 row["quality"] = compare(sp_, de)
                 row["speedup_vs_dense"] = round(de["seconds"] / sp_["seconds"], 3)
                 row["memory_fraction_of_dense"] = round(sp_["peak_rss_gb"] / de["peak_rss_gb"], 3)
+                for q, key in (("s", "seconds"), ("peak GB", "peak_rss_gb")):
+                    cases.append(benchmarking.case(q, sp_[key], de[key], higher_is_better=False, setting=f"manifold-{n}-k{k}",
+                                                   ours_label="sparse manifold", baseline_label="dense manifold"))
             suite["manifold_sparse_vs_dense_20000"] = row
-        if a.suite in ("big", "big-exact"):
-            suite["exact_118000"] = run_case("exact", 118000, None, tmp, 5400, 3.0)
-        if a.suite in ("big", "big-manifold"):
-            suite["manifold_k3000_118000"] = run_case("msparse", 118000, 3000, tmp, 5400, 16.0)
+        # the 118k cases have no baseline that fits in memory: their figures stand alone (baseline empty)
+        if a.suite in ("big", "big-exact") and not a.smoke:
+            suite["exact_118000"] = r = run_case("exact", 118000, None, tmp, 5400, 3.0)
+            if "seconds" in r:
+                cases.append(benchmarking.case("s", r["seconds"], None, higher_is_better=False, setting="exact-118000",
+                                               ours_label="nnchain average linkage", baseline_label="(does not fit)"))
+        if a.suite in ("big", "big-manifold") and not a.smoke:
+            suite["manifold_k3000_118000"] = r = run_case("msparse", 118000, 3000, tmp, 5400, 16.0)
+            if "seconds" in r:
+                cases.append(benchmarking.case("s", r["seconds"], None, higher_is_better=False,
+                                               setting="manifold-118000-k3000", ours_label="sparse manifold",
+                                               baseline_label="(does not fit)"))
         for v in suite.values():  # temp paths are meaningless after the run
             for r in v.values() if isinstance(v, dict) and "case" not in v else [v]:
                 if isinstance(r, dict):
                     r.pop("Z", None)
-    # re-read just before writing: suites may run in parallel and each adds its own keys
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results.setdefault("meta", {})
-    results["meta"].update({"seed": SEED, "cpu_count": os.cpu_count(), "data": "MiniLM mixture, see module doc"})
-    results.update(suite)
-    results["meta"]["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    from eventatlas.io import atomic_write_json
-
-    atomic_write_json(RESULTS, results)
     print(json.dumps(suite, indent=1))
+    bench.finish(cases, {"suite": "smoke" if a.smoke else a.suite, "seed": SEED, "cpu_count": os.cpu_count(),
+                         "data": "random mixture (smoke)" if a.smoke else "MiniLM mixture, see module doc", **suite})
 
 
 if __name__ == "__main__":

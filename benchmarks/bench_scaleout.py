@@ -15,7 +15,11 @@ warm-up (one cell, local runner) first starts Prefect's ephemeral API and fills 
 The two arms must publish identical metric values. Speed-up = wall(1 worker) / wall(2 workers).
 
 ``--scan-mb 100`` instead times the Wikidata dump scan (``scan_dump`` in 2 shards through the cluster's
-executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers.
+executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers. ``--smoke`` runs
+that scan over a 0.3 MB dump (the grid needs Prefect's API and minutes).
+
+Recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the warehouse; the grid's
+own runs land in a scratch warehouse under the data root, removed afterwards).
 """
 from __future__ import annotations
 
@@ -23,7 +27,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,7 +61,7 @@ def _warm() -> None:
     import tasks.train  # noqa: F401
 
 
-def bench_scan(mb: float, out: str) -> None:
+def bench_scan(mb: float, tmp: Path) -> dict:
     """The Wikidata dump scan (``scan_dump``, 2 shards) on 1 vs 2 single-threaded Dask workers, over the
     synthetic dump of ``bench_wiki.py`` (``--scan-mb`` MB): the same events must be found."""
     from distributed import Client, LocalCluster
@@ -66,7 +69,7 @@ def bench_scan(mb: float, out: str) -> None:
     import bench_wiki as B
     from eventatlas.wiki import wikidata as W
 
-    path = Path(tempfile.mkdtemp(prefix="bench_scaleout_scan_")) / "synthetic-all.json"
+    path = Path(tmp) / "synthetic-all.json"
     n, n_ev = B.write_synthetic(path, mb, 0)
     size_mb = path.stat().st_size / 1e6
     res: dict = {"dump_mb": round(size_mb, 1), "entities": n, "events_generated": n_ev, "shards": 2, "arms": {}}
@@ -85,27 +88,42 @@ def bench_scan(mb: float, out: str) -> None:
     res["same_events"] = found[1] == found[2] and len(found[1]) == n_ev
     path.unlink()
     print(json.dumps(res, indent=1))
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(res, indent=1) + "\n")
+    if not res["same_events"]:
+        raise SystemExit("1 and 2 workers found different events: the timing compares different work")
+    return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    import shutil
+
+    from eventatlas import benchmarking
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--hidden", type=int, default=768)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--dataset", default=None, help="an ingested dataset directory (e.g. <data>/datasets/"
                     "ontoevent_maven): the grid is it x --seeds instead of the four samples")
     ap.add_argument("--max-mentions", type=int, default=400)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_scaleout.json"))
+    ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
     ap.add_argument("--scan-mb", type=float, default=None, help="instead of the grid: the dump scan over a "
                     "synthetic dump of this many MB, 1 vs 2 Dask workers")
-    args = ap.parse_args()
+    args = benchmarking.parse_args(ap, argv, smoke={"scan_mb": 0.3})
+    bench = benchmarking.Benchmark("scaleout", args, libraries=("distributed",))
+    root = benchmarking.scratch_dir(args, bench.run_id)
     if args.scan_mb:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        return bench_scan(args.scan_mb, args.out.replace(".json", "_scan.json"))
+        try:
+            res = bench_scan(args.scan_mb, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        a1, a2 = res["arms"]["1_worker"], res["arms"]["2_worker"]
+        bench.finish([benchmarking.case("s", a2["wall_s"], a1["wall_s"], higher_is_better=False,
+                                        setting=f"dump scan {args.scan_mb:g} MB", ours_label="2 Dask workers x 1 thread",
+                                        baseline_label="1 Dask worker x 1 thread")], res, out=args.out)
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
-    root = Path(tempfile.mkdtemp(prefix="bench_scaleout_"))
+    saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "EVENTATLAS_CACHE", "PREFECT_HOME")}
     os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
                       PREFECT_HOME=str(root / "prefect"), EVENTATLAS_CACHE=str(root / "cache-warmup"),
                       PREFECT_SERVER_ANALYTICS_ENABLED="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
@@ -118,8 +136,6 @@ def main() -> None:
 
     datasets = DATASETS
     if args.dataset:  # a copy under the benchmark's data root (train-all plans from ingested datasets)
-        import shutil
-
         from eventatlas import config
         from eventatlas.data import Manifest
 
@@ -167,8 +183,17 @@ def main() -> None:
               "speedup_2_vs_1": round(arms["1_worker"]["wall_s"] / arms["2_worker"]["wall_s"], 2),
               "identical_metrics": values[1] == values[2], "metric_rows": len(values[1])}
     print(json.dumps(result, indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    for k, v in saved.items():  # the grid ran in its own scratch data root and warehouse
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    a1, a2 = arms["1_worker"], arms["2_worker"]
+    bench.finish([benchmarking.case("s", a2["wall_s"], a1["wall_s"], higher_is_better=False,
+                                    setting=f"untuned grid, {len(datasets) * len(seeds)} cells",
+                                    ours_label="2 Dask workers x 1 thread", baseline_label="1 Dask worker x 1 thread")],
+                 result, out=args.out)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ recorded through the same publish path: ``EVENTATLAS_PREFECT=auto``), measured i
 interleaved, each a fresh process as a user runs it. Also times the work itself in-process (the
 core ingest + run record + publish, imports already paid) so the overhead is visible.
 
-    .venv/bin/python benchmarks/bench_startup.py [--repeats 3] [--sample datasets/samples/maven/train.jsonl]
+    .venv/bin/python benchmarks/bench_startup.py [--repeats 3] [--sample datasets/samples/maven/train.jsonl] [--smoke]
 
-Writes benchmarks/results/startup.json. Every run must land its run record in the warehouse
-(checked: one `ingest` row per command in ``runs``).
+Every measured command must land its run record in its own temporary warehouse (checked: one `ingest`
+row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.benchmarking``).
+``--smoke`` runs the direct path once and leaves out the Prefect arm (its temporary server alone takes
+longer than a smoke run may).
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,9 +44,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sample", default=str(REPO / "datasets" / "samples" / "maven" / "train.jsonl"))
     ap.add_argument("--kb", type=int, default=100, help="grow the sample to about this size (its documents "
                     "repeated under new ids), like the issue's 100 KB file; 0 keeps it as is")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "startup.json"))
-    a = ap.parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
+    from eventatlas import benchmarking
+
+    a = benchmarking.parse_args(ap, argv, smoke={"repeats": 1, "kb": 0})
+    bench = benchmarking.Benchmark("startup", a)
+    saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE")}
+    root = benchmarking.scratch_dir(a, bench.run_id)
     source = Path(a.sample)
     if a.kb:
         lines = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -62,11 +67,13 @@ def main(argv: list[str] | None = None) -> dict:
                PREFECT_HOME=str(root / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
     times: dict[str, list[float]] = {"prefect_temporary_server": [], "direct": []}
     modes = {"prefect_temporary_server": "always", "direct": "auto"}
+    if a.smoke:
+        del modes["prefect_temporary_server"], times["prefect_temporary_server"]
     try:
         # the first Prefect run also creates its database: a user's first command pays that once;
         # it is timed separately and not in the medians
-        first = _cli(["ingest", "maven", "--path", a.sample, "--dataset", "warmup"],
-                     {**env, "EVENTATLAS_PREFECT": "always"})
+        first = None if a.smoke else _cli(["ingest", "maven", "--path", a.sample, "--dataset", "warmup"],
+                                          {**env, "EVENTATLAS_PREFECT": "always"})
         for i in range(a.repeats):
             for name, mode in modes.items():
                 times[name].append(_cli(["ingest", "maven", "--path", a.sample, "--dataset", f"s{i}_{mode}"],
@@ -85,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         with duckdb.connect(str(root / "wh.duckdb"), read_only=True) as con:
             recorded = con.execute("SELECT count(*) FROM runs WHERE flow = 'ingest' AND status = 'completed'").fetchone()[0]
-        expected = 1 + 2 * a.repeats + 1 + a.repeats
+        expected = (0 if a.smoke else 1) + len(modes) * a.repeats + 1 + a.repeats
         med = {k: statistics.median(v) for k, v in times.items()}
         out = {
             "sample": (str(source.relative_to(REPO)) if source.is_relative_to(REPO) else str(source))
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
             "work_in_process_s": work,
             "work_median_s": statistics.median(work),
             "overhead_direct_s": med["direct"] - statistics.median(work),
-            "speedup_direct_vs_prefect": med["prefect_temporary_server"] / med["direct"],
+            "speedup_direct_vs_prefect": med["prefect_temporary_server"] / med["direct"] if len(med) == 2 else None,
             "runs_recorded": recorded, "runs_expected": expected,
             "threads": os.environ.get("OMP_NUM_THREADS"),
         }
@@ -106,9 +113,17 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit(f"run records lost: {recorded} of {expected} in the warehouse")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        for k, v in saved.items():  # the in-process part pointed these at its scratch root
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     print(json.dumps(out, indent=1))
+    bench.finish([benchmarking.case("s", med["direct"], med.get("prefect_temporary_server"), higher_is_better=False,
+                                    setting=f"eventatlas ingest maven, {out['sample_bytes']} bytes",
+                                    ours_label="direct (no Prefect API)", baseline_label="through a temporary Prefect server",
+                                    ours_samples=times["direct"],
+                                    baseline_samples=times.get("prefect_temporary_server", []))], out, out=a.out)
     return out
 
 

@@ -8,17 +8,16 @@ implemented vs the obvious baseline, measured in one run on the same events and 
   position (B x T x vocab logits), as a straightforward ``AutoModelForMaskedLM``-style loss does.
 
 Both run ``--steps`` optimizer steps (Adam) of ``--batch-size`` events from the real NYT event tuples
-(``../shared/data/event_tuples``; the shipped sample when absent), after one warm-up step. Prints and
-writes ``benchmarks/results/bench_swcc.json``: events/s, real tokens/s, padding share, ratio.
+(``../shared/data/event_tuples``; the shipped sample when absent or with ``--smoke``), after one warm-up
+step. Prints events/s, real tokens/s, padding share and the ratio, and records them as a benchmark run
+(``eventatlas.benchmarking``: run record, published to the warehouse).
 
-    python benchmarks/bench_swcc.py [--steps 5] [--batch-size 64] [--events 2048] [--threads 1]
+    python benchmarks/bench_swcc.py [--steps 5] [--batch-size 64] [--events 2048] [--threads 1] [--smoke]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,14 +25,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    from eventatlas import benchmarking
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--events", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None)
-    a = ap.parse_args()
+    a = benchmarking.parse_args(ap, argv, smoke={"steps": 1, "batch_size": 4, "events": 32})
+    bench = benchmarking.Benchmark("swcc", a)
 
     import numpy as np
     import torch
@@ -43,18 +45,18 @@ def main() -> None:
     from eventatlas.modeling import MentionEncoder
     from eventatlas.modeling.tokens import tokenize_cached
     from eventatlas.swcc.data import load_events
-    from eventatlas.swcc.loss_mlm import mlm_loss
+    from eventatlas.swcc.losses.mlm import mlm_loss
     from eventatlas.swcc.model import SWCCModel
     from eventatlas.swcc.task import SWCCTask
     from eventatlas.training import BucketBatchSampler
 
     torch.set_num_threads(a.threads)
     src = shared_data() / "event_tuples" / "nyt_inverse_cloze_docs.txt"
-    if not src.exists():
+    if not src.exists() or a.smoke:
         src = samples_dir() / "event_tuples" / "tuples_sample.txt"
     ddir = datasets_dir() / "event_tuples"  # an ingested copy is reused
     if not (ddir / "manifest.json").exists():
-        ddir = Path(tempfile.mkdtemp()) / "et"
+        ddir = benchmarking.scratch_dir(a, bench.run_id) / "et"
         ingest("event_tuples", src, out_dir=ddir)
     events = load_events(ddir, max_events=a.events, seed=0)
     enc = MentionEncoder(a.model, max_length=32)
@@ -116,9 +118,10 @@ def main() -> None:
                 "encoder_passes_per_event": 5, "tokenize_seconds": t_tok, "token_cache_hit": hit,
                 "mlm_head": model.mlm_source, "source": str(src)})
     print(f"ratio implemented / baseline: {res['ratio_events_per_s']:.2f}x")
-    out = REPO / "benchmarks" / "results" / "bench_swcc.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2))
+    bench.finish([benchmarking.case("events/s", res["implemented"]["events_per_s"], res["baseline"]["events_per_s"],
+                                    higher_is_better=True, setting=f"batch {a.batch_size}, {a.threads} thread(s)",
+                                    ours_label="bucketed, MLM at masked positions",
+                                    baseline_label="random batches, MLM at every position", precision="fp32")], res)
 
 
 if __name__ == "__main__":

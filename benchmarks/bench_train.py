@@ -9,14 +9,15 @@ steps with the same batch size, from the same initial weights:
 * core:  :class:`eventatlas.training.Trainer` with the cached token ids, length-bucketed batches with
   dynamic padding and the precision the CPU probe picks (bf16 autocast where measured faster).
 
-Printed and written to ``benchmarks/results/bench_train.json``: steps/s, examples/s, tokens/s (real,
-non-pad tokens), the ratio core / naive, and the padding share of: pad-to-max, random batches with
-dynamic padding, and bucketed batches.
+Printed and recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the
+warehouse): steps/s, examples/s, tokens/s (real, non-pad tokens), the ratio core / naive, and the padding
+share of: pad-to-max, random batches with dynamic padding, and bucketed batches.
 
     python benchmarks/bench_train.py [--steps 40] [--epochs 2] [--batch-size 32] [--model all-MiniLM-L6-v2]
-                                     [--device auto] [--threads 2]
+                                     [--device auto] [--threads 2] [--smoke]
 
-Needs ../shared/data/ontoevent_maven (the real sentences); the model defaults to the packaged MiniLM.
+Needs ../shared/data/ontoevent_maven (the real sentences; ``--smoke``: the shipped OntoEvent sample); the
+model defaults to the packaged MiniLM.
 """
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def load_mentions(n: int):
-    from eventatlas.config import shared_data
+def load_mentions(n: int, sample: bool = False):
+    from eventatlas.config import samples_dir, shared_data
     from eventatlas.io import Rejects
     from eventatlas.readers import ontoevent
 
-    src = shared_data() / "ontoevent_maven"
+    src = samples_dir() / "ontoevent" if sample else shared_data() / "ontoevent_maven"
     if not src.exists():
         sys.exit(f"{src} is absent (set EVENTATLAS_SHARED_DATA): the benchmark needs real sentences")
     rows = [r for t, r in ontoevent.read(src, rejects=Rejects("o")) if t == "mentions"][:n]
@@ -123,8 +124,10 @@ def naive_loop(net, sents, starts, ends, labels, *, steps, batch_size, max_lengt
     return time.perf_counter() - t0, real_tokens
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    from eventatlas import benchmarking
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps of each loop")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--n", type=int, default=640, help="mentions (steps x batch over n = epochs, re-tokenized "
@@ -133,8 +136,9 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_train.json"))
-    a = ap.parse_args()
+    ap.add_argument("--precision", default="auto", help="the core's: auto (the CPU probe decides) | fp32 | bf16")
+    ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
+    a = benchmarking.parse_args(ap, argv, smoke={"steps": 2, "batch_size": 4, "n": 16, "max_length": 32, "threads": 1})
     import numpy as np
     import torch
 
@@ -144,7 +148,8 @@ def main() -> None:
     from eventatlas.training import BucketBatchSampler, Trainer, TrainingArgs, padding_fraction
 
     device = resolve_device(a.device)
-    sents, starts, ends, labels, n_types = load_mentions(a.n)
+    bench = benchmarking.Benchmark("train", a, device=device)
+    sents, starts, ends, labels, n_types = load_mentions(a.n, sample=a.smoke)
     results: dict = {"device": describe(device), "model": a.model or "all-MiniLM-L6-v2", "steps": a.steps,
                      "batch_size": a.batch_size, "mentions": len(sents), "max_length": a.max_length}
 
@@ -162,7 +167,8 @@ def main() -> None:
         tokenize_s = time.perf_counter() - t_tok
         epochs = math.ceil(a.steps * a.batch_size / len(sents)) + 1
         args = TrainingArgs(epochs=epochs, max_steps=a.steps, batch_size=a.batch_size, lr=2e-5, device=device,
-                            threads=a.threads, schedule="constant", progress=False, drop_last=True)
+                            threads=a.threads, schedule="constant", progress=False, drop_last=True,
+                            precision="fp32" if a.smoke else a.precision)
         trainer = Trainer(net, CoreTask(net, items, labels), args, Path(tmp) / "run", seed=0)
         t0 = time.perf_counter()
         res = trainer.fit()
@@ -185,12 +191,9 @@ def main() -> None:
                  "tokenize_once_s": tokenize_s},
         "padding_share": {"pad_to_max_length": pad_max, "random_dynamic": padding_fraction(lengths, rand.batches(0)),
                           "bucketed_dynamic": padding_fraction(lengths, buck.batches(0))},
-        "precision_probe": resolve_precision("auto", device, shape=net.encoder.shape(), mode="train"),
+        "precision_probe": None if a.smoke else resolve_precision("auto", device, shape=net.encoder.shape(), mode="train"),
     })
     results["ratio_core_over_naive"] = results["core"]["steps_per_s"] / results["naive"]["steps_per_s"]
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
     n, c, p = results["naive"], results["core"], results["padding_share"]
     print(f"{results['device']}, {results['model']}, {a.steps} steps x batch {a.batch_size}")
     print(f"naive: {n['steps_per_s']:.2f} steps/s, {n['examples_per_s']:.1f} ex/s, {n['tokens_per_s']:.0f} tok/s (fp32)")
@@ -199,7 +202,10 @@ def main() -> None:
     print(f"ratio core/naive: {results['ratio_core_over_naive']:.2f}x")
     print(f"padding share: pad-to-{a.max_length} {p['pad_to_max_length']:.1%}, random batches "
           f"{p['random_dynamic']:.1%}, bucketed {p['bucketed_dynamic']:.1%}")
-    print(f"written {out}")
+    bench.finish([benchmarking.case("steps/s", c["steps_per_s"], n["steps_per_s"], higher_is_better=True,
+                                    setting=f"batch {a.batch_size}, max length {a.max_length}",
+                                    ours_label=f"training core ({c['precision']})", baseline_label="naive loop (fp32)",
+                                    precision=c["precision"])], results, out=a.out)
 
 
 if __name__ == "__main__":

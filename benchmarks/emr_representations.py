@@ -8,23 +8,31 @@ after subtracting the pool mean (centring). Not a speed benchmark: one JSON line
 Memory: the labelled mentions' n x n cosine matrix (9,562^2 floats for the MAVEN subset).
 
 Usage:  python benchmarks/emr_representations.py DATASET_DIR [--reps 5] [--representations window4 trigger ...]
+        python benchmarks/emr_representations.py --smoke   # the shipped MAVEN sentences sample, one representation
+The embedding cache goes to a scratch directory under the data root (removed afterwards).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from eventatlas.emr.episodes import candidate_pool, sample_episode
-from eventatlas.evaluation.retrieval import evaluate_retrieval
-from eventatlas.methods.emr import EMRConfig, embed_pool
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from eventatlas import benchmarking  # noqa: E402
 
 
-def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 0) -> dict:
-    pool, X, _ = embed_pool(candidate_pool(dataset_dir, seed=seed), Path(tempfile.mkdtemp()), EMRConfig(), "cpu",
+def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 0, *, cache: Path,
+             episode: dict | None = None) -> dict:
+    """``episode``: :func:`eventatlas.emr.episodes.sample_episode` sizes (default: the paper's, 10 queries per type)."""
+    from eventatlas.emr.episodes import candidate_pool, sample_episode
+    from eventatlas.evaluation.retrieval import evaluate_retrieval
+    from eventatlas.methods.emr import EMRConfig, embed_pool
+
+    pool, X, _ = embed_pool(candidate_pool(dataset_dir, seed=seed), cache, EMRConfig(), "cpu",
                             representation=representation)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
     lab = np.array([x if x is not None else "" for x in pool["label"].to_pylist()])
@@ -45,7 +53,7 @@ def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 
     for name, Z in (("raw", X), ("centred", X - X.mean(0, keepdims=True))):
         maps = []
         for r in range(reps):
-            ep = sample_episode(pool, queries_per_type=10, ks=(5,), seed=r)
+            ep = sample_episode(pool, ks=(5,), seed=r, **(episode or {"queries_per_type": 10}))
             rows = evaluate_retrieval([Z[q.shots] for q in ep.queries[5]], Z[ep.corpus], ep.relevant(5), ks=(10,),
                                       dataset=dataset_dir.name, method="emr", seed=seed)
             maps.append(next(x["value"] for x in rows if x["metric"] == "map"))
@@ -53,14 +61,32 @@ def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dataset_dir", type=Path)
+    ap.add_argument("dataset_dir", type=Path, nargs="?", help="an ingested dataset directory (required unless --smoke)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--representations", nargs="+", default=["window4", "trigger", "sentence", "mask"])
-    args = ap.parse_args()
-    for rep in args.representations:
-        print(json.dumps(diagnose(args.dataset_dir, rep, args.reps)), flush=True)
+    args = benchmarking.parse_args(ap, argv, publish=False)
+    scratch = benchmarking.scratch_dir(args, "emr_representations")
+    episode = None
+    if args.smoke:
+        from eventatlas.config import samples_dir
+        from eventatlas.ingest import ingest
+
+        args.dataset_dir = scratch / "emr_sample"
+        ingest("maven_sentences", samples_dir() / "emr" / "emr_sample.json", out_dir=args.dataset_dir,
+               dataset="emr_sample", progress=False)
+        args.reps, args.representations = 2, ["trigger"]
+        # the sample's types have 7-8 mentions: 2 corpus + 5 query mentions per type
+        episode = {"min_mentions": 7, "n_corpus": 2, "n_query": 5, "n_dev": 0, "n_none": 4, "queries_per_type": 2}
+    if args.dataset_dir is None:
+        ap.error("DATASET_DIR is required (an ingested dataset directory), or use --smoke")
+    try:
+        for rep in args.representations:
+            print(json.dumps(diagnose(args.dataset_dir, rep, args.reps, cache=scratch / "cache",
+                                      episode=episode)), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,22 @@
 """Where a model runs and in which precision: one answer for every encoder and trainer.
 
 ``resolve_device("auto" | "cpu" | "cuda" | "cuda:N")`` returns a concrete device string or refuses
-an unavailable one with :class:`DeviceUnavailable` *before* any work is done. ``resolve_precision``
-picks ``bf16`` or ``fp32`` for autocast: on CUDA bf16 where the GPU supports it; on a CPU only where
-a short timing probe of a transformer block of the model's own shape shows bf16 autocast is faster.
-Both have been measured here: on CPUs with AMX bf16 roughly halves encoder time, on CPUs that only
-have AVX512-BF16 it was 0.92x of fp32 for the encoder while a bare Linear was 1.2x faster, so a
-flag check or a matmul probe gives the wrong answer; the probe runs real attention + MLP layers.
+an unavailable one with :class:`DeviceUnavailable` *before* any work is done. A run resolves its device
+once (:class:`eventatlas.methods.context.MethodContext`); the encoders and the trainer take that
+concrete device as it is (:func:`ensure_device` resolves only ``auto``, for callers outside a run).
+
+``resolve_precision`` picks ``bf16`` or ``fp32`` for autocast. ``auto`` is a fixed rule of the device,
+never a measurement: **fp32 on every CPU, bf16 on a CUDA GPU that supports it** (fp32 on one that does
+not). Why: results differ between bf16 and fp32 (cosines round to ~3 digits), so a precision chosen by
+a timing probe made the same command give different numbers on two machines, or on one machine under
+different load (OntoEvent ARI 48.5 vs 48.7 on CPU). On CPUs bf16 speed depends on the instruction set
+(AMX roughly halves encoder time; with only AVX512-BF16 it was 0.92x of fp32 for the encoder while a
+bare Linear was 1.2x faster), so no fixed rule would be fast everywhere: fp32 is the one that gives the
+same numbers everywhere. On CUDA, bf16 support is a property of the GPU model and bf16 is native and
+much faster there. The CPU timing probe (real attention + MLP layers of the model's shape) is kept as
+*advice*: ``python -m eventatlas.device`` measures it (cached), :func:`advise_precision` then logs once
+per process that bf16 would be faster, and a user who wants it sets ``precision: bf16``, which is then part
+of the run's configuration.
 Probe results are cached per (CPU, torch, threads, shape, mode) under ``cache_dir()/probes``.
 """
 from __future__ import annotations
@@ -102,20 +112,58 @@ def without_autocast(t):
     return torch.autocast(device_type=t.device.type, enabled=False)
 
 
+def default_precision(device: str) -> str:
+    """What ``auto`` means on ``device``: bf16 on a CUDA GPU with bf16 support, else fp32 (module doc)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "fp32"
+
+
 def resolve_precision(precision: str | None, device: str, *, shape: dict[str, int] | None = None,
                       mode: str = "inference") -> str:
-    """``fp32`` or ``bf16``. ``shape`` (hidden, heads, intermediate) sizes the CPU probe like the model;
-    ``mode`` is ``inference`` (forward) or ``train`` (forward + backward), probed separately."""
+    """``fp32`` or ``bf16``: an explicit value as given, ``auto`` by :func:`default_precision` (the same on
+    every machine with this device). ``shape`` / ``mode`` only size the advisory CPU probe."""
     p = (precision or "auto").lower()
     if p not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if p != "auto":
         return p
-    import torch
+    out = default_precision(device)
+    if out == "fp32" and not device.startswith("cuda"):
+        advise_precision(shape or {}, mode)
+    return out
 
-    if device.startswith("cuda"):
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if cpu_bf16_faster(shape or {}, mode) else "fp32"
+
+_ADVISED: set[str] = set()
+
+
+def advise_precision(shape: dict[str, int], mode: str = "inference") -> bool:
+    """Log, once per process and probe key, when this machine's timing probe found bf16 faster. Advice
+    only: the precision of a run never depends on it. It reads a probe already measured (cached by
+    :func:`cpu_bf16_faster`: ``python -m eventatlas.device``, or the training benchmark); a run never pays
+    for a probe."""
+    key = _probe_key(shape, mode)
+    if key in _ADVISED:
+        return False
+    _ADVISED.add(key)
+    res = _PROBES.get(key) or _read_json(config.cache_dir() / "probes" / "precision.json").get(key)
+    if res and res.get("bf16_faster"):
+        log.info("precision advice (%s, %s): bf16 autocast measured faster here (fp32 %.1f ms, bf16 %.1f ms); "
+                 "runs stay fp32 unless you set precision bf16 (a different configuration, slightly different "
+                 "numbers)", mode, cpu_name(), res["fp32_ms"], res["bf16_ms"])
+        return True
+    return False
+
+
+def ensure_device(device: str | None) -> str:
+    """A device a run already resolved (``cpu``, ``cuda``, ``cuda:N``) as it is; ``auto`` / None (a caller
+    outside a run: a test, a benchmark) resolved here."""
+    d = (device or "auto").strip().lower()
+    if d == "cpu" or d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
+        return d
+    return resolve_device(device)
 
 
 def _probe_key(shape: dict[str, int], mode: str) -> str:
@@ -145,8 +193,8 @@ def cpu_bf16_faster(shape: dict[str, int], mode: str = "inference") -> bool:
         from .io import atomic_write_json
 
         atomic_write_json(path, {**_read_json(path), key: res})
-    log.info("precision probe (%s, %s): fp32 %.1f ms, bf16 %.1f ms -> %s", mode, cpu_name(), res["fp32_ms"],
-             res["bf16_ms"], "bf16" if res["bf16_faster"] else "fp32")
+    log.info("precision probe (%s, %s): fp32 %.1f ms, bf16 %.1f ms (bf16 %s)", mode, cpu_name(), res["fp32_ms"],
+             res["bf16_ms"], "faster" if res["bf16_faster"] else "not faster")
     return res["bf16_faster"]
 
 
@@ -206,3 +254,9 @@ def set_threads(n: int | None) -> None:
         import torch
 
         torch.set_num_threads(int(n))
+
+
+if __name__ == "__main__":  # measure (and cache) this CPU's bf16 probe: python -m eventatlas.device
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for m in ("inference", "train"):
+        cpu_bf16_faster({}, m)

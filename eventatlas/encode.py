@@ -58,13 +58,13 @@ class Encoder:
         chunk_size: int = 8192,
         module: Any = None,
     ):
-        from .device import resolve_device, resolve_precision, set_threads
+        from .device import ensure_device, resolve_precision, set_threads
         from .modeling.mention_encoder import MentionEncoder
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         set_threads(num_threads)  # otherwise whatever the caller set is respected
-        self.device = resolve_device(device)
+        self.device = ensure_device(device)
         self.module = module if module is not None else MentionEncoder(model_id, max_length=max_length)
         self.model_id = self.module.model_id
         self.model_path = self.module.model_path
@@ -330,10 +330,10 @@ def embed_mentions(
     path = _mentions_path(mentions_parquet)
     pf = _open_mentions(path)
     fp, n_rows = mentions_content_hash(path)
-    from .device import resolve_device, resolve_precision
+    from .device import ensure_device, resolve_precision
     from .modeling.mention_encoder import model_shape
 
-    device = resolve_device(encoder_kw.get("device"))  # refuses an unavailable device before any work
+    device = ensure_device(encoder_kw.get("device"))  # auto is resolved (and refused if unavailable) before any work
     precision = resolve_precision(encoder_kw.get("precision", "auto"), device, shape=model_shape(model_id))
     key_fields = {
         "format": CACHE_FORMAT,

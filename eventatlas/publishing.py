@@ -208,7 +208,7 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
             rows = load_metrics(rec)
             steps, evals = load_train_log(rec, "train_steps_path"), load_train_log(rec, "train_evals_path")
             wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals,
-                       model=rec.get("model"))
+                       benchmarks=load_train_log(rec, "benchmarks_path"), model=rec.get("model"))
         except WarehouseLocked as e:
             queue_rest(i, str(e))
             return out

@@ -3,12 +3,15 @@
 ``<run_dir>/run.json``::
 
     {"run": {run_id, flow, task, method, params, code_version, data_fingerprints, seed,
-             started_at, finished_at, status, device, error},
+             started_at, finished_at, status, device, precision, error},
      "metrics_path": ".../metrics.parquet" | null,      # eventatlas.warehouse.METRICS_SCHEMA
      "artifacts": [{kind, path, rows, sha256}, ...],   # kind "plot/..." + a .png path: shown in Prefect
      "train_steps_path": ".../train_steps.parquet",     # optional, warehouse.TRAIN_STEPS_SCHEMA
-     "train_evals_path": ".../train_evals.parquet"}     # optional, warehouse.TRAIN_EVALS_SCHEMA
+     "train_evals_path": ".../train_evals.parquet",     # optional, warehouse.TRAIN_EVALS_SCHEMA
+     "benchmarks_path": ".../benchmarks.parquet"}       # benchmark runs, eventatlas.schema.BENCHMARKS
 
+A method run's ``precision`` (fp32 | bf16) and concrete device are also in ``params.config`` (the run's
+configuration identity: two runs differing only in precision are different configurations).
 Relative paths in a record are relative to its directory. Core code writes records (no Prefect
 here); the ``publish`` task (flows, ``eventatlas publish PATH...``) is the one warehouse writer.
 """
@@ -28,7 +31,7 @@ from .runinfo import code_version, device_info, utcnow
 RECORD_NAME = "run.json"
 TRAIN_STEPS_FILE = "train_steps.parquet"
 TRAIN_EVALS_FILE = "train_evals.parquet"
-PATH_KEYS = ("metrics_path", "train_steps_path", "train_evals_path")
+PATH_KEYS = ("metrics_path", "train_steps_path", "train_evals_path", "benchmarks_path")
 
 
 class RecordError(ValueError):
@@ -157,7 +160,7 @@ def load_metrics(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def load_train_log(record: Mapping[str, Any], key: str) -> pa.Table | None:
-    """``key`` is ``train_steps_path`` or ``train_evals_path``; None when the record has none."""
+    """``key`` is ``train_steps_path``, ``train_evals_path`` or ``benchmarks_path``; None when the record has none."""
     p = record.get(key)
     if not p:
         return None

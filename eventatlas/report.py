@@ -7,8 +7,9 @@ metric per task and dataset, learning curves (loss by step) of trained runs from
 trained methods' (artifacts ``plot/projection/...`` and ``plot/umap/...``), the runs' other PNG plots
 (artifacts ``plot/...``, e.g. metric bars; the newest run's per method, dataset and kind; all embedded
 as data URIs), the wiki
-event-grounding builds with their diff to the previous build, and the run table (config, code
-version, data fingerprint, device, status, error).
+event-grounding builds with their diff to the previous build, the benchmarks (per benchmark the latest
+ratio against its baseline with both arms and the machine, and its history over code versions), and
+the run table (config, code version, data fingerprint, device, status, error).
 
 Charts are inline SVG written here (no JavaScript, no CDN, no image files), so the page works
 offline and opens anywhere. Numbers in cells carry ``data-*`` attributes (the raw value) so a test
@@ -86,7 +87,7 @@ def load(wh: Warehouse) -> dict[str, Any]:
             diffs = [dict(zip(dcols, r)) for r in drows]
     return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
             "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path),
-            "experiments": _experiments(wh)}
+            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh)}
 
 
 def _experiments(wh: Warehouse) -> list[dict[str, Any]]:
@@ -310,8 +311,85 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
     parts.append(f"<h2 id=\"plots\">Plots</h2>{_plots_html(data.get('plots') or [])}")
     parts.append(f"<h2 id=\"wiki\">Wiki event-grounding builds</h2>"
                  f"{_wiki_html(data.get('builds') or [], data.get('diffs') or [])}")
+    parts.append(f"<h2 id=\"benchmarks\">Benchmarks</h2>{benchmarks_html(data.get('benchmarks') or [])}")
     parts.append(f"<h2 id=\"runs\">Runs</h2>{_runs_html(data['runs'])}</body></html>")
     return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- benchmarks
+BENCH_KEY = ("benchmark", "setting", "quantity")
+
+
+def load_benchmarks(wh: Warehouse) -> list[dict[str, Any]]:
+    """Every benchmark row of a completed, non-smoke run with its code version, newest run first; none
+    when the warehouse predates the ``benchmarks`` table (migration 008)."""
+    _, found = wh.query_rows("SELECT 1 FROM information_schema.tables WHERE table_name = 'benchmarks'")
+    if not found:
+        return []
+    cols, rows = wh.query_rows(
+        "SELECT b.run_id, b.benchmark, b.setting, b.quantity, b.higher_is_better, b.ours_label, b.baseline_label, "
+        "b.ours, b.baseline, b.ratio, b.\"precision\", b.device, b.cpu_model, b.gpu_model, b.threads, b.loadavg_start, "
+        "b.loadavg_end, r.code_version, r.finished_at FROM benchmarks b JOIN runs r USING (run_id) "
+        "WHERE r.status = 'completed' AND NOT b.smoke "
+        "ORDER BY r.finished_at DESC NULLS LAST, b.run_id DESC, b.benchmark, b.setting NULLS FIRST, b.quantity")
+    return [dict(zip(cols, r)) for r in rows]
+
+
+def _num(v: float | None, unit: str = "") -> str:
+    return "" if v is None else f"{v:.3g}{unit}"
+
+
+def _machine(r: dict[str, Any]) -> str:
+    parts = [r.get("gpu_model"), r.get("cpu_model"), f"{r['threads']} threads" if r.get("threads") else None]
+    return ", ".join(str(p) for p in parts if p)
+
+
+def _load(r: dict[str, Any]) -> str:
+    a, b = r.get("loadavg_start"), r.get("loadavg_end")
+    return "" if a is None else f"{a:.1f} → {b:.1f}" if b is not None else f"{a:.1f}"
+
+
+def _bench_cells(r: dict[str, Any]) -> str:
+    ratio = r["ratio"]
+    return (f'<td class="num" data-ours="{r["ours"]!r}">{_e(r["ours_label"])}: {_num(r["ours"])}</td>'
+            f'<td class="num" data-baseline="{r["baseline"]!r}">{_e(r["baseline_label"])}: {_num(r["baseline"])}</td>'
+            f'<td class="num{" best" if ratio is not None and ratio > 1 else ""}" data-ratio="{ratio!r}">'
+            f'{_num(ratio, "×")}</td>')
+
+
+def benchmarks_html(rows: list[dict[str, Any]]) -> str:
+    """The latest figures per benchmark x setting x quantity (ratio > 1: eventatlas better, whatever the
+    quantity's direction), then each benchmark's history over its runs (code versions), newest first."""
+    if not rows:
+        return ('<p class="muted">No benchmark run in the warehouse: <code>make bench</code> (or any '
+                '<code>benchmarks/bench_*.py</code>) records one.</p>')
+    latest: dict[tuple, dict[str, Any]] = {}
+    for r in rows:  # newest first: the first row of each key is its latest
+        latest.setdefault(tuple(r[k] for k in BENCH_KEY), r)
+    head = ("benchmark", "setting", "quantity", "eventatlas", "baseline", "ratio", "precision", "machine", "load",
+            "code version", "finished")
+    body = []
+    for key, r in sorted(latest.items(), key=lambda kv: [str(k) for k in kv[0]]):
+        arrow = "↑" if r["higher_is_better"] else "↓"
+        body.append(f'<tr data-benchmark="{_e(r["benchmark"])}" data-setting="{_e(r["setting"])}" '
+                    f'data-quantity="{_e(r["quantity"])}" data-run="{_e(r["run_id"])}"><td>{_e(r["benchmark"])}</td>'
+                    f'<td>{_e(r["setting"])}</td><td>{_e(r["quantity"])} {arrow}</td>{_bench_cells(r)}'
+                    f'<td>{_e(r["precision"])}</td><td>{_e(_machine(r))}</td><td class="num">{_e(_load(r))}</td>'
+                    f'<td>{_e(str(r["code_version"] or ""))}</td><td>{_e(r["finished_at"])}</td></tr>')
+    out = [f'<p class="note">Each benchmark measures eventatlas against its baseline in the same run; ratio &gt; 1 '
+           f'means eventatlas is better (↑ higher or ↓ lower is better). Load: the 1-minute load average at start → '
+           f'end (other jobs on the machine).</p><table class="benchmarks-latest"><thead><tr>'
+           f'{"".join(f"<th>{h}</th>" for h in head)}</tr></thead><tbody>{"".join(body)}</tbody></table>']
+    for bench in sorted({r["benchmark"] for r in rows}):
+        hist = [r for r in rows if r["benchmark"] == bench]
+        hrows = "".join(
+            f'<tr data-run="{_e(r["run_id"])}"><td>{_e(str(r["code_version"] or ""))}</td><td>{_e(r["finished_at"])}</td>'
+            f'<td>{_e(r["setting"])}</td><td>{_e(r["quantity"])}</td>{_bench_cells(r)}<td>{_e(_machine(r))}</td>'
+            f'<td class="num">{_e(_load(r))}</td></tr>' for r in hist)
+        hh = ("code version", "finished", "setting", "quantity", "eventatlas", "baseline", "ratio", "machine", "load")
+        out.append(f'<h3>{_e(bench)}: history</h3><table class="benchmark-history" data-benchmark="{_e(bench)}">'
+                   f'<thead><tr>{"".join(f"<th>{h}</th>" for h in hh)}</tr></thead><tbody>{hrows}</tbody></table>')
+    return "".join(out)
 
 
 def write_report(out: str | os.PathLike, warehouse: Warehouse | None = None) -> Path:

@@ -1,7 +1,8 @@
 """Run one method on one dataset and write its run record: the asset a ``train`` task computes.
 
-``run_method(method, dataset_dir, seed=..., params=..., device=..., resume=...)`` validates the
-method's typed config, runs it into ``runs/<run_id>/`` and writes ``run.json`` (run row, metrics
+``run_method(method, dataset_dir, seed=..., params=..., device=..., resume=...)`` builds the method's
+context once (config, device, precision, manifest: :mod:`eventatlas.methods.context`), runs the method
+into ``runs/<run_id>/`` and writes ``run.json`` (run row, metrics
 Parquet, training logs, artifacts) for the publish step: it never touches the warehouse. The Prefect
 task (``tasks/train.py``) and the Prefect-free ``eventatlas train`` command both call it; the latter
 also runs under ``accelerate launch`` / ``torchrun`` (data-parallel training), where every process
@@ -116,24 +117,26 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
     The run is of task ``evaluate`` and of the model's method; its metric rows carry the model's
     method and ``trained_on`` (the dataset the model was trained on), their ``dataset`` being the
     one evaluated on, so the leaderboard shows a cross-dataset cell as such. ``params`` configure the
-    apply step (the selection of mentions, clusterings, ... as the method's config; by default the
-    training run's own config, for the models applied with their method's protocol)."""
-    from .device import describe, resolve_device
+    apply step, in the config of the method it runs with (``spec.apply_with``: the selection of
+    mentions, clusterings, ...); a model applied with its own method's protocol starts from the training
+    run's config (device and precision left to this run)."""
+    from .methods.context import build_context
     from .methods.spec import json_params
 
-    model, _, apply_fn, cfg, man, fingerprint, prefix = _evaluation(ref, dataset_dir, seed, params)
+    model, with_spec, apply_fn, cfg, man, fingerprint, prefix = _evaluation(ref, dataset_dir, seed, params, device)
     card = model.card
-    ddir = Path(dataset_dir)
-    dev = resolve_device(device)
     claim = claim_run(prefix, reuse_unfinished=reuse_unfinished)
     try:
         run_dir = config.runs_dir() / claim.run_id
-        record = new_record(claim.run_id, flow=flow, task="evaluate", method=card.method, device=describe(dev),
+        record = new_record(claim.run_id, flow=flow, task="evaluate", method=card.method, device=cfg.device,
                             params={"model": model.ref, "trained_on": card.trained_on, "evaluated_on": man.dataset,
                                     "trained_on_fingerprint": card.data_fingerprint, "config": json_params(cfg)},
                             data_fingerprints={man.dataset: fingerprint}, seed=seed)
+        record["run"]["precision"] = cfg.precision
         try:
-            result = apply_fn(model, ddir, run_dir, seed=seed, config=cfg, device=dev)
+            ctx = build_context(with_spec, cfg, man, run_dir, seed=seed, record=record)
+            record["run"]["device"] = ctx.device_desc
+            result = apply_fn(model, ctx)
             for r in result.metrics:  # the model's rows, wherever the protocol's code came from
                 r["method"], r["trained_on"] = card.method, card.trained_on
             record["artifacts"] = list(result.artifacts)
@@ -157,54 +160,53 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
         claim.release()
 
 
-def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None) -> tuple:
-    """(model, spec, apply function, validated config, manifest, data fingerprint, run prefix) of applying
-    saved model ``ref`` to a dataset: what :func:`evaluate_model` runs and what identifies its run."""
+def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None, device: str) -> tuple:
+    """(model, the spec it is applied with, apply function, resolved config, manifest, data fingerprint, run
+    prefix) of applying saved model ``ref`` to a dataset: what :func:`evaluate_model` runs and what
+    identifies its run."""
     from .data import Manifest
     from .methods import get_spec
-    from .methods.spec import ParamError
+    from .methods.context import resolve_config
     from .modeling.saved import resolve_ref
 
     model = resolve_ref(ref)
     card = model.card
     spec = get_spec(card.method)
-    apply_fn, cfg_cls = spec.applier()
+    apply_fn = spec.applier()
+    with_spec = get_spec(spec.apply_with)
     man = Manifest.read(Path(dataset_dir))
-    base = {} if cfg_cls is not spec.config_class() else {k: v for k, v in card.config.items() if k != "device"}
-    try:
-        cfg = cfg_cls.model_validate({**base, **(params or {})})
-    except Exception as e:  # pydantic: name the bad key in one line
-        from pydantic import ValidationError
-
-        from .methods.spec import format_errors
-
-        if isinstance(e, ValidationError):
-            raise ParamError(format_errors(card.method, cfg_cls, e)) from None
-        raise
+    base = _without_device(card.config) if with_spec is spec else {}
+    cfg = resolve_config(with_spec, {**base, **(params or {})}, device=device, manifest=man)
     fingerprint = man.data_fingerprint()
     prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
                         {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
-    return model, spec, apply_fn, cfg, man, fingerprint, prefix
+    return model, with_spec, apply_fn, cfg, man, fingerprint, prefix
 
 
-def evaluation_prefix(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None) -> str:
+def evaluation_prefix(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+                      device: str = "auto") -> str:
     """The run prefix :func:`evaluate_model` gives this (model, dataset, seed, config): runs of it share it."""
-    return _evaluation(ref, dataset_dir, seed, params)[-1]
+    return _evaluation(ref, dataset_dir, seed, params, device)[-1]
 
 
-def _training(method: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None,
-              device: str) -> tuple:
-    """(spec, validated config, manifest, data fingerprint, run prefix) of a ``run_method`` call."""
+def _training(method: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None, device: str) -> tuple:
+    """(spec, resolved config, a refused device or None, manifest, data fingerprint, run prefix) of a
+    :func:`run_method` call."""
     from .data import Manifest
+    from .device import DeviceUnavailable
     from .methods import get_spec
+    from .methods.context import resolve_config
 
     man = Manifest.read(Path(dataset_dir))
     spec = get_spec(method)
-    cfg = spec.validate(params)
-    if "device" not in cfg.model_fields_set:  # a method's own device setting wins over the flow's
-        cfg = cfg.model_copy(update={"device": device})
+    refused: DeviceUnavailable | None = None
+    try:
+        cfg = resolve_config(spec, params, device=device, manifest=man)
+    except DeviceUnavailable as e:  # recorded as the run's failure, before any work
+        refused, cfg = e, spec.validate(params)
     fingerprint = man.data_fingerprint()
-    return spec, cfg, man, fingerprint, run_prefix(method, man.dataset, seed, cfg.model_dump(mode="json"), fingerprint)
+    return spec, cfg, refused, man, fingerprint, run_prefix(method, man.dataset, seed, cfg.model_dump(mode="json"),
+                                                             fingerprint)
 
 
 def training_prefix(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
@@ -212,6 +214,14 @@ def training_prefix(method: str, dataset_dir: str | Path, *, seed: int = 0, para
     """The run prefix :func:`run_method` gives this (method, dataset, seed, config, data): the identity a
     finished run is found by (``eventatlas experiment`` reuses it instead of running it again)."""
     return _training(method, dataset_dir, seed, params, device)[-1]
+
+
+def _without_device(cfg: Any) -> Any:
+    """A training run's config without its resolved device / precision (at any depth) and without what
+    only training reads, so the apply step resolves its own."""
+    if isinstance(cfg, dict):
+        return {k: _without_device(v) for k, v in cfg.items() if k not in ("device", "precision", "save_model")}
+    return cfg
 
 
 def _save_model(run_dir: Path, record: dict[str, Any], metrics: list[dict[str, Any]]) -> None:
@@ -283,33 +293,42 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
                reuse_unfinished: bool = False) -> Path:
     """Run ``method`` on the dataset and return the path of its run record (see the module doc).
 
+    The method's context is built once (:mod:`eventatlas.methods.context`): the config validated and
+    protocol-merged, the device resolved once (the method's own ``device`` param wins over ``device``, the
+    flow's) and the precision fixed, both written into the config, which is the run's configuration
+    identity. A device this machine lacks fails the run with that one line (nothing else runs).
+
     ``reuse_unfinished`` takes the run id (directory) of the newest unfinished run of this configuration
     without resuming its checkpoints: a cell retried on another worker after its first attempt died
     writes into the same directory instead of leaving an orphan beside it."""
-    ddir = Path(dataset_dir)
-    spec, cfg, man, fingerprint, prefix = _training(method, ddir, seed, params, device)
-    dataset = man.dataset
+    spec, cfg, refused, man, fingerprint, prefix = _training(method, dataset_dir, seed, params, device)
     # only the main process of a distributed launch claims the directory; the others take its run id
     claim = claim_run(prefix, reuse_unfinished=resume or reuse_unfinished) if _is_main() else RunClaim("", None)
     try:
         run_id = _agree(claim.run_id)
-        return _run_in(run_id, spec, ddir, method, dataset, seed, cfg, fingerprint, resume, flow)
+        return _run_in(run_id, spec, man, seed, cfg, fingerprint, resume, flow, refused)
     finally:
         claim.release()
 
 
-def _run_in(run_id: str, spec: Any, ddir: Path, method: str, dataset: str, seed: int, cfg: Any, fingerprint: str,
-            resume: bool, flow: str) -> Path:
+def _run_in(run_id: str, spec: Any, man: Any, seed: int, cfg: Any, fingerprint: str, resume: bool, flow: str,
+            refused: Exception | None = None) -> Path:
     """The run itself, in the claimed ``runs/<run_id>``; its record is written before the claim ends."""
     from .methods.base import NotApplicable
+    from .methods.context import build_context
     from .methods.spec import json_params
 
+    method, dataset = spec.name, man.dataset
     run_dir = config.runs_dir() / run_id
     record = new_record(run_id, flow=flow, task="train", method=method, params={"config": json_params(cfg)},
                         data_fingerprints={dataset: fingerprint}, seed=seed)
     record["run"]["device"] = cfg.device
+    record["run"]["precision"] = cfg.precision
     try:
-        result = spec.runner()(ddir, run_dir, seed=seed, config=cfg, **({"resume": True} if resume else {}))
+        if refused is not None:
+            raise refused
+        ctx = build_context(spec, cfg, man, run_dir, seed=seed, resume=resume, record=record)
+        result = spec.run_function()(ctx)
         record["artifacts"] = list(result.artifacts)
         if spec.trains:  # rows of a trained model scored on its own data
             for r in result.metrics:
@@ -319,7 +338,7 @@ def _run_in(run_id: str, spec: Any, ddir: Path, method: str, dataset: str, seed:
         record["train_steps_path"] = _concat(result.train_steps, run_dir / "train_steps.parquet")
         record["train_evals_path"] = _concat(result.train_evals, run_dir / "train_evals.parquet")
         record["run"]["params"] = {**record["run"]["params"], **result.params}
-        record["run"]["device"] = result.device or cfg.device
+        record["run"]["device"] = result.device or ctx.device_desc
         finish_record(record, "completed")
         if _is_main():
             _save_model(run_dir, record, result.metrics)

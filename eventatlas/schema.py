@@ -146,6 +146,35 @@ TRAIN_EVALS = pa.schema(
     ]
 )
 
+# What a benchmark run writes to runs/<run_id>/benchmarks.parquet (eventatlas.benchmarking; the warehouse
+# table of migration 008 adds run_id). One row per compared quantity (e.g. sentences/s at fp32).
+# ``ratio`` > 1 means ours is better: ours / baseline for a higher-is-better quantity (throughput),
+# baseline / ours otherwise (seconds, MB).
+BENCHMARKS = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),  # the script's name without bench_ (encode, cluster)
+        pa.field("setting", pa.string()),  # the case within it (fp32, exact-20000, ...)
+        pa.field("quantity", pa.string(), nullable=False),  # what is compared, with its unit (sentences/s, s, MB)
+        pa.field("higher_is_better", pa.bool_(), nullable=False),
+        pa.field("ours_label", pa.string()),
+        pa.field("baseline_label", pa.string()),
+        pa.field("ours", pa.float64()),  # the figure reported (median over repeats where repeated)
+        pa.field("baseline", pa.float64()),
+        pa.field("ratio", pa.float64()),
+        pa.field("ours_samples", pa.list_(pa.float64())),  # every repeat's figure, as measured
+        pa.field("baseline_samples", pa.list_(pa.float64())),
+        pa.field("precision", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("cpu_model", pa.string()),
+        pa.field("gpu_model", pa.string()),
+        pa.field("threads", pa.int32()),
+        pa.field("loadavg_start", pa.float64()),  # 1-minute load average: other jobs on the machine
+        pa.field("loadavg_end", pa.float64()),
+        pa.field("versions", pa.string()),  # JSON {library: version}
+        pa.field("smoke", pa.bool_(), nullable=False),  # a smoke run's figures mean nothing
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,
     "mentions": MENTIONS,

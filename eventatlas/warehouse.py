@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from . import config
-from .schema import TABLES, TRAIN_EVALS, TRAIN_STEPS
+from .schema import BENCHMARKS, TABLES, TRAIN_EVALS, TRAIN_STEPS
 
 MIGRATIONS_DIR = config.REPO_ROOT / "warehouse" / "migrations"
 _MIGRATION_RE = re.compile(r"^(\d{3})_[A-Za-z0-9_\-]+\.sql$")
@@ -279,11 +279,13 @@ class Warehouse:
     # -- writes ------------------------------------------------------------------------
     def publish(self, run: Mapping[str, Any], metrics: Iterable[Mapping[str, Any]] = (),
                 artifacts: Iterable[Mapping[str, Any]] = (), *, train_steps: TrainLog = None,
-                train_evals: TrainLog = None, model: Mapping[str, Any] | None = None) -> str:
+                train_evals: TrainLog = None, benchmarks: TrainLog = None,
+                model: Mapping[str, Any] | None = None) -> str:
         """Write one run with its metrics, artifacts and training logs in a single transaction.
 
         ``train_steps`` / ``train_evals``: an Arrow table, a Parquet path or a list of dicts with
-        the columns of :data:`TRAIN_STEPS_SCHEMA` / :data:`TRAIN_EVALS_SCHEMA`. ``model``: the saved
+        the columns of :data:`TRAIN_STEPS_SCHEMA` / :data:`TRAIN_EVALS_SCHEMA`; ``benchmarks`` likewise
+        with :data:`eventatlas.schema.BENCHMARKS` (a benchmark run's compared figures). ``model``: the saved
         model's row (:data:`MODEL_FIELDS`, :func:`eventatlas.modeling.saved.model_entry`). Re-publishing a
         run_id replaces its rows in every table (so a retried publish is harmless); everything
         is validated before the transaction opens.
@@ -300,14 +302,15 @@ class Warehouse:
                  None if a.get("path") is None else str(a["path"]), a.get("rows"), a.get("sha256")]
                 for a in artifacts]
         logs = {"train_steps": train_log_table(train_steps, TRAIN_STEPS_SCHEMA, "train_steps", run_id),
-                "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id)}
+                "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id),
+                "benchmarks": train_log_table(benchmarks, BENCHMARKS, "benchmarks", run_id)}
         model_row = None
         if model:
             if model.get("run_id") not in (None, run_id):
                 raise WarehouseError(f"publish: run {run_id}'s model entry names run {model.get('run_id')!r}")
             model_row = [run_id if f == "run_id" else model.get(f) for f in MODEL_FIELDS]
         with self.transaction() as con:
-            for t in ("metrics", "artifacts", "train_steps", "train_evals", "models", "runs"):
+            for t in ("metrics", "artifacts", "train_steps", "train_evals", "benchmarks", "models", "runs"):
                 con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
             con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
                         run_row)

@@ -1,8 +1,11 @@
 """Rerun the issue-16 table of malformed inputs against the readers (core ingest + the CLI's error
 mapping, no Prefect server): input, reader, exit code, message, partial output, previous version
-intact, rejects. ``python scripts/malformed_inputs.py [workdir]`` prints a Markdown table."""
+intact, rejects. ``python scripts/malformed_inputs.py [workdir]`` prints a Markdown table; ``--smoke`` runs
+the first four cases in a temporary directory."""
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import shutil
 import sys
@@ -10,9 +13,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from eventatlas import config
-from eventatlas.cli import _bad_input_types, error_line
-from eventatlas.ingest import ingest
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from eventatlas import benchmarking, config  # noqa: E402
+from eventatlas.cli import _bad_input_types, error_line  # noqa: E402
+from eventatlas.ingest import ingest  # noqa: E402
 
 S = config.samples_dir()
 
@@ -73,11 +77,15 @@ def cases(w: Path):
 
 
 def main(argv: list[str]) -> int:
-    work = Path(argv[0]) if argv else Path(tempfile.mkdtemp(prefix="malformed-"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir", nargs="?", type=Path, help="where the inputs and datasets go (default: a new temp dir)")
+    a = benchmarking.parse_args(ap, argv, publish=False)
+    work = a.workdir or (benchmarking.scratch_dir(a, "malformed_inputs") if a.smoke
+                         else Path(tempfile.mkdtemp(prefix="malformed-")))
     data = work / "datasets"
     print("| input | reader | exit | message | partial output | previous intact | rejects |")
     print("|---|---|---|---|---|---|---|")
-    for label, reader, path in cases(work / "inputs"):
+    for label, reader, path in itertools.islice(cases(work / "inputs"), 4 if a.smoke else None):
         ds = f"prev_{reader}"
         out = data / ds
         if not out.exists():

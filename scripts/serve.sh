@@ -4,6 +4,8 @@
 #   scripts/serve.sh          start (idempotent: reuses a running server / worker)
 #   scripts/serve.sh stop     stop the worker and the server started here
 #   scripts/serve.sh status   show what runs
+#   scripts/serve.sh --smoke  check what `start` needs (prefect on PATH, every deployment's entrypoint in
+#                             prefect.yaml names an existing flow function); starts and writes nothing
 # Logs and pids live in .prefect/ (git-ignored). Afterwards, in another shell:
 #   export PREFECT_API_URL=http://127.0.0.1:${PREFECT_PORT:-4200}/api
 #   prefect deployment run 'train-all/default'
@@ -12,6 +14,23 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$REPO"
 VENV="${VENV:-$REPO/.venv}"
 [ -x "$VENV/bin/prefect" ] && PATH="$VENV/bin:$PATH"
+if [ "${1:-}" = "--smoke" ]; then
+  command -v prefect >/dev/null || { echo "serve.sh: prefect is not on PATH (activate the venv or set VENV)" >&2; exit 1; }
+  python - "$REPO/prefect.yaml" <<'PY'
+import ast, pathlib, sys
+import yaml
+path = pathlib.Path(sys.argv[1])
+deps = yaml.safe_load(path.read_text(encoding="utf-8"))["deployments"]
+for d in deps:
+    file, _, fn = d["entrypoint"].partition(":")
+    src = path.parent / file
+    names = {n.name for n in ast.walk(ast.parse(src.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)}
+    if fn not in names:
+        sys.exit(f"{path}: deployment {d['name']!r}: entrypoint {d['entrypoint']} names no function of {file}")
+print(f"serve.sh smoke: prefect found, {len(deps)} deployments with valid entrypoints")
+PY
+  exit $?
+fi
 STATE="$REPO/.prefect"
 POOL="eventatlas-process"
 mkdir -p "$STATE"

@@ -135,11 +135,11 @@ def test_cli_publish_waits_queues_then_pending_lands(wh, eventatlas_env):
     assert r.returncode == 2 and "--pending" in r.stderr
 
 
-def quick(dataset_dir, out_dir, *, seed, config=None, resume=False):
+def quick(ctx):
     """A method that 'trains' instantly: one metric row."""
     from eventatlas.methods.base import MethodResult
 
-    return MethodResult(metrics=[{**_metric(Path(dataset_dir).name, 0.5), "seed": seed}])
+    return MethodResult(metrics=[{**_metric(ctx.dataset_dir.name, 0.5), "seed": ctx.seed}])
 
 
 def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, monkeypatch):

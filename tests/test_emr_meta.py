@@ -211,7 +211,7 @@ def test_meta_network_on_real_maven_sentences_ranks_a_held_out_type_first(tmp_pa
 def test_meta_epoch_is_chosen_on_dev_types(tmp_path):
     """The dev MAP of the network after every epoch (dev types: neither trained on nor tested); early
     stopping keeps the best epoch's weights."""
-    from eventatlas.methods.emr import _MetaDevMap
+    from eventatlas.emr.protocol import _MetaDevMap
     from eventatlas.training.callbacks import EarlyStopping, EvalCallback
 
     X, y = _world(noise=0.1, n_types=10)

@@ -79,7 +79,7 @@ def test_emr_params_are_validated_and_unlabelled_data_refused(eventatlas_env, tm
                              "trigger_start": 3, "trigger_end": 9, "trigger": "rained", "labels": []})
         w.commit({"reader": "maven_sentences"})
     rec = read_record(run_method("emr", ddir, seed=0, params=PARAMS, device="cpu"))
-    assert rec["run"]["status"] == "skipped" and "gold types" in rec["run"]["error"]
+    assert rec["run"]["status"] == "skipped" and "gold event types" in rec["run"]["error"]
 
 
 def test_another_encoder_is_one_more_adhoc_ranker(sample_dataset, tmp_path):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.emr.loss import siamese_loss
+from eventatlas.emr.losses.siamese import siamese_loss
 from eventatlas.emr.models import (QueryNetworks, SiameseParams, adhoc_query, positive_pairs, siamese_rank_scores,
                                    siamese_scores, train_query_networks)
 
@@ -87,7 +87,8 @@ def test_siamese_tuning_reads_every_epoch_of_each_grid_cell(tmp_path):
     import pyarrow as pa
 
     from eventatlas.emr.episodes import sample_episode
-    from eventatlas.methods.emr import SiameseTuning, tune_siamese
+    from eventatlas.emr.protocol import tune_siamese
+    from eventatlas.methods.emr import SiameseTuning
 
     rng = np.random.default_rng(0)
     labels = [t for t in "ABC" for _ in range(20)] + [None] * 30

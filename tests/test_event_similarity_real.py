@@ -10,7 +10,9 @@ from eventatlas.ingest import ingest
 @pytest.mark.shared_data
 @pytest.mark.slow
 def test_untuned_minilm_is_fooled_by_lexical_overlap(eventatlas_env):
-    from eventatlas.methods.untuned import run
+    from eventatlas.methods import get_spec
+
+    run = get_spec("untuned").runner()
 
     d = eventatlas_env / "data" / "datasets"
     ingest("hard_similarity", shared_path("event_similarity", "hard_quadruples.txt"), out_dir=d / "hard")

@@ -35,7 +35,7 @@ def build_tiny_bert(out: Path, texts: list[str]) -> Path:
     return out
 
 
-def boom(dataset_dir, out_dir, *, seed, **params):
+def boom(ctx):
     """A method that crashes: its run must land as 'failed' and the flow must fail."""
     raise RuntimeError("boom on purpose")
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.framedml.adacos import AdaCosHead
-from eventatlas.framedml.arcface import ArcFaceHead
-from eventatlas.framedml.contrastive import PairContrastiveLoss
+from eventatlas.framedml.losses.adacos import AdaCosHead
+from eventatlas.framedml.losses.arcface import ArcFaceHead
+from eventatlas.framedml.losses.contrastive import PairContrastiveLoss
 from eventatlas.framedml.sampling import PartnerSampler
-from eventatlas.framedml.softmax import SoftmaxHead
-from eventatlas.framedml.triplet import TripletLoss
+from eventatlas.framedml.losses.softmax import SoftmaxHead
+from eventatlas.framedml.losses.triplet import TripletLoss
 
 # unit vectors at 0°, 90°, 180°, 60° (inputs are scaled: the losses normalise them)
 E0, E90, E180, E60 = [3.0, 0.0], [0.0, 2.0], [-1.0, 0.0], [0.5, math.sqrt(3) / 2]

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from eventatlas.grounding.loss_hierarchy import ComplExHierarchy, hierarchy_bce
-from eventatlas.grounding.loss_multilabel import batch_candidates, multilabel_bce
-from eventatlas.grounding.loss_multisoftmax import multipositive_softmax
-from eventatlas.grounding.loss_softmax import batch_targets, softmax_ce
+from eventatlas.grounding.losses.hierarchy import ComplExHierarchy, hierarchy_bce
+from eventatlas.grounding.losses.multilabel import batch_candidates, multilabel_bce
+from eventatlas.grounding.losses.multisoftmax import multipositive_softmax
+from eventatlas.grounding.losses.softmax import batch_targets, softmax_ce
 
 
 def _bce(s, y):  # -[y log sigma(s) + (1 - y) log(1 - sigma(s))], written out

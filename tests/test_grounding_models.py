@@ -241,7 +241,7 @@ def test_method_with_cosine_negatives_and_dev_selected_epoch(sample_world, monke
 
 
 def test_cross_encoder_feed_is_picked_by_dev_recall_at_cross_k():
-    from eventatlas.methods.grounding import pick_on_dev
+    from eventatlas.grounding.protocol import pick_on_dev
 
     dev = {"baseline": {"recall_at_min": 0.079, "recall@8": 0.009},  # README run A, dev
            "multilabel": {"recall_at_min": 0.069, "recall@8": 0.101},
@@ -254,7 +254,8 @@ def test_cross_encoder_feed_is_picked_by_dev_recall_at_cross_k():
 
 def test_msoftmax_linking_batches_keep_the_multilabel_targets():
     from eventatlas.grounding.biencoder import LinkingTask
-    from eventatlas.methods.grounding import GroundingConfig, variant_label
+    from eventatlas.grounding.protocol import variant_label
+    from eventatlas.methods.grounding import GroundingConfig
 
     golds = [[0, 5], [1, 5], [0]]
     items = [ModelInput([1, 2], [], []) for _ in golds]
@@ -299,7 +300,8 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     from eventatlas.grounding import biencoder as B
     from eventatlas.grounding.biencoder import retrieve
     from eventatlas.grounding.data import load
-    from eventatlas.methods.grounding import GroundingConfig, _vectors
+    from eventatlas.grounding.protocol import _vectors
+    from eventatlas.methods.grounding import GroundingConfig
     from eventatlas.modeling import MentionEncoder
 
     gd = load(root / "fng", max_mentions={"dev": None}, splits=("train", "dev"))

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.induction.loss import augmented_loss, label_matrices, masked_contrastive_loss, naming_loss
+from eventatlas.induction.losses.masked_contrastive import augmented_loss, label_matrices, masked_contrastive_loss
+from eventatlas.induction.losses.naming import naming_loss
 from eventatlas.induction.model import Clusterer, ProjectionMLP
 from eventatlas.evaluation.naming import (best_rank, framenet_linking, inheritance_descendants, majority_types,
                                          type_naming, valid_frames)

@@ -79,7 +79,7 @@ def test_pseudo_labels_unmask_only_unseen_unseen_pairs_hand_computed():
 
     import torch
 
-    from eventatlas.induction.loss import label_matrices, masked_contrastive_loss
+    from eventatlas.induction.losses.masked_contrastive import label_matrices, masked_contrastive_loss
 
     l3 = math.log(3.0)
     s = torch.tensor([[l3, 0.0, l3, -l3], [0.0, l3, 0.0, l3], [-l3, l3, 0.0, l3], [l3, -l3, 0.0, -l3]])
@@ -259,7 +259,9 @@ def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch
     from tiny_models import tiny_bert
 
     from eventatlas.ingest import ingest_samples
-    from eventatlas.methods.untuned import run
+    from eventatlas.methods import get_spec
+
+    run = get_spec("untuned").runner()
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     ingest_samples(tmp_path / "ds", names=["ontoevent"])

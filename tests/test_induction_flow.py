@@ -210,7 +210,9 @@ def _check_saved_model(root: Path, run_id: str, chosen: int, wh, trained_rows) -
 def test_too_small_dataset_is_not_applicable(tmp_path):
     # 4 of 5 types seen leaves one unseen type: nothing to induce, so the run is skipped with a reason
     from eventatlas.methods.base import NotApplicable
-    from eventatlas.methods.batch_attention import run
+    from eventatlas.methods import get_spec
+
+    run = get_spec("batch_attention").runner()
 
     ddir = _write_dataset(tmp_path)
     seen = ["Conflict.Attack", "Life.Death", "Contact.Meet", "Movement.Transport"]

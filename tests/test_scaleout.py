@@ -91,7 +91,7 @@ def test_train_all_deployments_take_a_runner():
     assert train_all.parameters.properties["runner"]["default"] == "local"
 
 
-def boom(dataset_dir, out_dir, *, seed, **params):
+def boom(ctx):
     raise RuntimeError("boom on purpose")
 
 
@@ -119,14 +119,13 @@ def test_run_method_reuse_unfinished_takes_the_dead_attempts_directory(eventatla
     assert run_method("boom", ddir, seed=3).parent not in {fresh.parent, first.parent}
 
 
-def hang(dataset_dir, out_dir, *, seed, **params):
+def hang(ctx):
     """With EVENTATLAS_TEST_HANG set: mark the run directory as started, say so, and block until killed
     (a live run of another train-all); else fail at once like ``boom``."""
     if not os.environ.get("EVENTATLAS_TEST_HANG"):
         raise RuntimeError("quick failure on purpose")
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    Path(out_dir, "started").write_text(str(os.getpid()))
-    print("running", out_dir, flush=True)
+    Path(ctx.run_dir, "started").write_text(str(os.getpid()))
+    print("running", ctx.run_dir, flush=True)
     sys.stdin.read()
 
 

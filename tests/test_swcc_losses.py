@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.swcc.loss_infonce import self_supervised_infonce, swcc_infonce, weak_infonce
-from eventatlas.swcc.loss_margin import margin_loss
-from eventatlas.swcc.loss_mlm import IGNORE, mask_one_token, mlm_loss
-from eventatlas.swcc.loss_prototype import prototype_entropy, prototype_loss, sinkhorn, swapped_prediction
+from eventatlas.swcc.losses.infonce import self_supervised_infonce, swcc_infonce, weak_infonce
+from eventatlas.swcc.losses.margin import margin_loss
+from eventatlas.swcc.losses.mlm import IGNORE, mask_one_token, mlm_loss
+from eventatlas.swcc.losses.prototype import prototype_entropy, prototype_loss, sinkhorn, swapped_prediction
 
 E1, E2 = [1.0, 0.0], [0.0, 1.0]
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import typing
 from pathlib import Path
 from typing import Any, List, Optional
@@ -13,7 +12,7 @@ from rich.markup import escape
 
 from .. import config
 from . import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
-               prefect_guard, print_rows, split, unknown)
+               prefect_guard, print_rows, print_warning, split, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -115,9 +114,9 @@ def train_all(
     if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
         from ..publishing import pending_dir
 
-        print(f"warning: the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
-              f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next flow)",
-              file=sys.stderr, flush=True)
+        print_warning(f"the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
+                      f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next "
+                      "flow)")
         return
     if out.get("report"):
         console.print(f"results report: {out['report']}", soft_wrap=True, markup=False)

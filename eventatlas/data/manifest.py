@@ -70,6 +70,10 @@ class Manifest:
     def table(self, name: str) -> Path:
         return self.path / f"{name}.parquet"
 
+    def read_table(self, name: str, columns: list[str] | None = None):
+        """The dataset's ``name`` table (a ``pyarrow.Table``); a missing table is a one-line error naming it."""
+        return read_table(self.path, name, columns)
+
     def type_texts(self, use: str = "name") -> dict[str, str]:
         """type_id -> its name (``use="name"``) or definition (falling back to the name, then the id)."""
         import pyarrow.parquet as pq
@@ -131,6 +135,30 @@ class Manifest:
         if co:
             out.add("event_cooccurrence")
         return frozenset(out)
+
+
+def table_path(dataset_dir: str | Path, name: str) -> Path:
+    """Where an ingested dataset keeps its ``name`` table (``mentions``, ``event_pairs``, ``event_types``, ...)."""
+    return Path(dataset_dir) / f"{name}.parquet"
+
+
+def table_rows(dataset_dir: str | Path, name: str) -> int:
+    """Rows of the dataset's ``name`` table from its Parquet footer (0 when the table is absent)."""
+    import pyarrow.parquet as pq
+
+    p = table_path(dataset_dir, name)
+    return pq.ParquetFile(p).metadata.num_rows if p.exists() else 0
+
+
+def read_table(dataset_dir: str | Path, name: str, columns: list[str] | None = None):
+    """One table of an ingested dataset (a ``pyarrow.Table``, ``columns`` only if given): the one way the
+    methods and model families read dataset tables. A missing table is a one-line error naming it."""
+    import pyarrow.parquet as pq
+
+    p = table_path(dataset_dir, name)
+    if not p.exists():
+        raise FileNotFoundError(f"{Path(dataset_dir)}: dataset has no {name} table ({p.name}; not ingested?)")
+    return pq.read_table(p, columns=columns)
 
 
 def _has_hierarchy(event_types: Path) -> bool:

@@ -3,7 +3,7 @@
 * :mod:`.episodes` — the k-shot m-way evaluation framework: a seeded, recorded sampler over any
   labelled dataset (m types, per-type test corpus / query / dev pools, n0 "None" mentions from
   other types and from sentences without events with a recorded content-word candidate trigger).
-* :mod:`.loss` — the Siamese loss ``y·max(1−S, 0)² + (1−y)·S²``.
+* :mod:`.losses.siamese` — the Siamese loss ``y·max(1−S, 0)² + (1−y)·S²``.
 * :mod:`.models` — the ad-hoc ranker (mean cosine over the k shots) and the per-query Siamese
   network (3 dense layers on the frozen representation), trained for many queries at once.
 * :mod:`.search` — what ``eventatlas search`` runs: examples -> ranked corpus mentions (faiss).

@@ -31,8 +31,8 @@ from typing import Any, Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..data.manifest import read_table, table_path
 from ..data.selection import NotApplicable
 from ..io import stable_id
 
@@ -102,11 +102,10 @@ def content_words(sentence: str) -> list[tuple[int, int]]:
 
 def _no_event_sentences(dataset_dir: Path) -> list[tuple[str, int, str]]:
     """(doc_id, sent_idx, sentence) of every sentence of a document marked ``extra.n_events == 0``."""
-    p = dataset_dir / "documents.parquet"
-    if not p.exists():
+    if not table_path(dataset_dir, "documents").exists():
         return []
     out = []
-    t = pq.read_table(p, columns=["doc_id", "sentences", "extra"])
+    t = read_table(dataset_dir, "documents", columns=["doc_id", "sentences", "extra"])
     for doc_id, sents, extra in zip(*(t[c].to_pylist() for c in ("doc_id", "sentences", "extra"))):
         try:
             n = json.loads(extra).get("n_events") if extra else None
@@ -121,11 +120,9 @@ def candidate_pool(dataset_dir: str | Path, *, seed: int = 0, no_event: bool = T
     """The retrievable items of an ingested dataset (columns :data:`POOL_COLUMNS`): its mentions with
     a primary label, then one seeded content-word candidate per no-event sentence (label null)."""
     d = Path(dataset_dir)
-    p = d / "mentions.parquet"
-    if not p.exists():
-        raise FileNotFoundError(f"{d}: no mentions.parquet (dataset not ingested?)")
-    t = pq.read_table(p, columns=["mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger",
-                                  "labels"])
+    p = table_path(d, "mentions")
+    t = read_table(d, "mentions", columns=["mention_id", "doc_id", "sentence", "trigger_start", "trigger_end",
+                                           "trigger", "labels"])
     labels = t["labels"].to_pylist()
     keep = [i for i, lab in enumerate(labels) if lab]
     if not keep:

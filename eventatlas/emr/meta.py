@@ -2,7 +2,7 @@
 
 The per-query Siamese network learns from k shots and unlabelled outside mentions only. The
 meta-trained variant learns the same network (three dense layers on the frozen representation,
-S = cosine of the two outputs, loss :func:`eventatlas.emr.loss.siamese_loss`) once, from the
+S = cosine of the two outputs, loss :func:`eventatlas.emr.losses.siamese.siamese_loss`) once, from the
 labelled mentions of training types (e.g. the MAVEN few-shot split's ``train`` types): each
 training pair is an anchor mention of a uniformly drawn training type with, at probability
 ``pos_fraction``, another mention of that type (y = 1), otherwise a mention of another training
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..io import atomic_path, atomic_write_json
-from .loss import siamese_loss
+from .losses.siamese import siamese_loss
 from .models import QueryNetworks
 
 META_FILES = ("meta.pt", "meta.json")

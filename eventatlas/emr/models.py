@@ -6,7 +6,7 @@
   the unit shot vectors (:func:`adhoc_query`).
 * Siamese (trained per query, from that query alone): three dense layers (``hidden`` units, ReLU
   between them) on the frozen representation, shared by both branches; S = cosine of the two
-  outputs; loss :func:`eventatlas.emr.loss.siamese_loss`. Same-class pairs = the pairs of the k
+  outputs; loss :func:`eventatlas.emr.losses.siamese.siamese_loss`. Same-class pairs = the pairs of the k
   shots (up to ``max_positive_pairs``); not-same-class pairs = a shot with a mention outside the
   query (the corpus: unlabelled, as a user has it), ``negatives`` fresh ones per epoch.
 
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..training.callbacks import Callback
-from .loss import siamese_loss
+from .losses.siamese import siamese_loss
 
 
 def adhoc_query(shots: np.ndarray) -> np.ndarray:

@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 MODELS = ("adhoc", "siamese")
 # The representation that retrieves best with the frozen default encoder: trigger beat window4 in the
@@ -87,14 +86,16 @@ def read_examples(path: str | Path) -> list[Example]:
 
 
 def load_corpus(dataset_dir: str | Path) -> pa.Table:
+    from ..data.manifest import read_table, table_path, table_rows
+
     d = Path(dataset_dir)
-    p = d / "mentions.parquet"
+    p = table_path(d, "mentions")
     if not (d / "manifest.json").exists():
         raise SearchError(f"dataset {d.name!r} is not ingested (no {d / 'manifest.json'})")
-    if not p.exists() or pq.ParquetFile(p).metadata.num_rows == 0:
+    if table_rows(d, "mentions") == 0:
         raise SearchError(f"dataset {d.name!r} has no mentions to search (empty corpus: {p})")
-    return pq.read_table(p, columns=["mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger",
-                                     "labels"])
+    return read_table(d, "mentions", columns=["mention_id", "doc_id", "sentence", "trigger_start", "trigger_end",
+                                              "trigger", "labels"])
 
 
 def resolve_examples(examples: list[Example], corpus: pa.Table, dataset: str) -> tuple[list[Example], set[str]]:

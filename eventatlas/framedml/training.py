@@ -32,23 +32,23 @@ class DMLModel(torch.nn.Module):
         self.encoder, self.loss_name = encoder, loss
         dim = encoder.hidden_size
         if loss == "contrastive":
-            from .contrastive import PairContrastiveLoss
+            from .losses.contrastive import PairContrastiveLoss
 
             self.criterion = PairContrastiveLoss(margin)
         elif loss == "triplet":
-            from .triplet import TripletLoss
+            from .losses.triplet import TripletLoss
 
             self.criterion = TripletLoss(margin)
         elif loss == "softmax":
-            from .softmax import SoftmaxHead
+            from .losses.softmax import SoftmaxHead
 
             self.criterion = SoftmaxHead(n_classes, dim)
         elif loss == "arcface":
-            from .arcface import ArcFaceHead
+            from .losses.arcface import ArcFaceHead
 
             self.criterion = ArcFaceHead(n_classes, dim, margin=margin, scale=scale)
         else:
-            from .adacos import AdaCosHead
+            from .losses.adacos import AdaCosHead
 
             self.criterion = AdaCosHead(n_classes, dim)
 

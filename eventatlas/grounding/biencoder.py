@@ -9,9 +9,9 @@
   BLINK uses two copies: one model halves the CPU memory and the pre-training of HP then reaches the
   mention side too), mean-pooled (the default encoder is a mean-pooling sentence-transformer) over the whole
   input, or on the mention side over the marked span only (``mention_pool="trigger"``); score = dot product.
-* Losses: ``bce`` (:mod:`.loss_multilabel`, every gold a positive), ``msoftmax`` (:mod:`.loss_multisoftmax`,
+* Losses: ``bce`` (:mod:`.losses.multilabel`, every gold a positive), ``msoftmax`` (:mod:`.losses.multisoftmax`,
   every gold a positive, each ranked against the row's negatives by a softmax) or ``softmax``
-  (:mod:`.loss_softmax`, BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.loss_hierarchy`)
+  (:mod:`.losses.softmax`, BLINK); ``hjl_weight`` > 0 adds the ComplEx hierarchy BCE (:mod:`.losses.hierarchy`)
   over N_h sampled in-batch parents (HJL). :class:`HierarchyTask` trains on the hierarchy loss alone (HP pre-training).
   Only the training split's hierarchy is ever seen in training (zero-shot).
 * Pool negatives (``negatives`` > 0): each batch adds that many candidates drawn at random from the
@@ -37,10 +37,10 @@ from torch import nn
 
 from ..modeling.inputs import ModelInput
 from .data import MARKERS, GroundingData, Mentions
-from .loss_hierarchy import ComplExHierarchy, hierarchy_bce
-from .loss_multilabel import batch_candidates, multilabel_bce
-from .loss_multisoftmax import multipositive_softmax
-from .loss_softmax import batch_targets, softmax_ce
+from .losses.hierarchy import ComplExHierarchy, hierarchy_bce
+from .losses.multilabel import batch_candidates, multilabel_bce
+from .losses.multisoftmax import multipositive_softmax
+from .losses.softmax import batch_targets, softmax_ce
 
 REP = "sentence"  # mean pooling over the (windowed) input
 MENTION_POOLS = ("sentence", "trigger")  # mention side: the whole window, or the marked span ([ENT_START] m [ENT_END])

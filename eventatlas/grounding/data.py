@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import pyarrow.parquet as pq
 
+from ..data.manifest import read_table, table_path, table_rows
 from ..data.selection import NotApplicable
 
 MARKERS = ("[ENT_START]", "[ENT_END]", "[ENT_TITLE]")
@@ -83,10 +83,9 @@ class GroundingData:
 def load_candidates(dataset_dir: str | Path) -> GroundingData:
     """The candidate pool alone (what ``eventatlas ground`` needs); refuses a dataset without one."""
     d = Path(dataset_dir)
-    et = d / "event_types.parquet"
-    if not et.exists() or pq.ParquetFile(et).metadata.num_rows == 0:
+    if table_rows(d, "event_types") == 0:
         raise NotApplicable(f"{d}: dataset without candidates (no event_types rows): grounding needs an event pool")
-    types = pq.read_table(et, columns=["type_id", "name", "definition", "parent_id"]).to_pylist()
+    types = read_table(d, "event_types", columns=["type_id", "name", "definition", "parent_id"]).to_pylist()
     types.sort(key=lambda r: r["type_id"])
     idx = {r["type_id"]: i for i, r in enumerate(types)}
     parent = np.array([idx.get(r["parent_id"], -1) if r["parent_id"] else -1 for r in types], dtype=np.int64)
@@ -99,12 +98,12 @@ def load(dataset_dir: str | Path, *, max_mentions: dict[str, int | None] | None 
     """Candidates plus each split's labelled mentions, each split capped at ``max_mentions[split]`` by a
     seeded sample (counts before and after in ``record``)."""
     d = Path(dataset_dir)
-    mt = d / "mentions.parquet"
     gd = load_candidates(d)
     idx, parent, types = gd.index, gd.parent, gd.type_ids
-    if not mt.exists():
+    if not table_path(d, "mentions").exists():
         raise NotApplicable(f"{d}: no mentions table")
-    rows = pq.read_table(mt, columns=["mention_id", "sentence", "trigger_start", "trigger_end", "labels", "split"]).to_pylist()
+    rows = read_table(d, "mentions", columns=["mention_id", "sentence", "trigger_start", "trigger_end", "labels",
+                                              "split"]).to_pylist()
     rows.sort(key=lambda r: r["mention_id"])
     rng = np.random.default_rng(seed)
     rec: dict = {"seed": seed, "candidates": len(types), "splits": {}}

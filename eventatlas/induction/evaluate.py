@@ -113,16 +113,15 @@ def _rows(scores: dict[str, float], *, task: str, ctx: dict[str, Any], clusterin
 
 def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np.ndarray, dict[str, set[str]]]:
     """Frame ids, definition embeddings (cached) and Inheritance descendants of an ingested FrameNet."""
-    import pyarrow.parquet as pq
-
     from .. import config
+    from ..data.manifest import read_table
     from ..encode import Encoder
     from ..evaluation.naming import inheritance_descendants
     from ..io import atomic_path, fingerprint_paths
 
-    types = pq.read_table(framenet_dir / "event_types.parquet", columns=["type_id", "definition"]).to_pylist()
+    types = read_table(framenet_dir, "event_types", columns=["type_id", "definition"]).to_pylist()
     frame_ids = [t["type_id"] for t in types]
-    rel = pq.read_table(framenet_dir / "type_relations.parquet", columns=["source_id", "target_id", "relation"]).to_pylist()
+    rel = read_table(framenet_dir, "type_relations", columns=["source_id", "target_id", "relation"]).to_pylist()
     desc = inheritance_descendants((r["source_id"], r["target_id"]) for r in rel if r["relation"] == "Inheritance")
     fp = fingerprint_paths([framenet_dir / "event_types.parquet"])
     cache = config.cache_dir() / "induction" / f"frames_{(model_id or config.DEFAULT_MODEL).replace('/', '_')}_{fp}.npy"

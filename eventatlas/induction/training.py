@@ -22,7 +22,8 @@ from ..io import atomic_path
 from ..modeling.inputs import ModelInput
 from ..training import Callback
 from .augment import token_perturb, word_dropout
-from .loss import augmented_loss, naming_loss
+from .losses.masked_contrastive import augmented_loss
+from .losses.naming import naming_loss
 from .stopping import choose_epoch, epoch_silhouettes
 
 log = logging.getLogger(__name__)

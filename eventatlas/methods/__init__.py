@@ -7,26 +7,30 @@ from typing import Any, Mapping
 
 from .spec import MethodConfig, MethodSpec, ParamError
 
+# A method is ``run(ctx)`` (eventatlas.methods.context.MethodContext); see spec.MethodSpec.
+
 SPECS: dict[str, MethodSpec] = {
     "untuned": MethodSpec(
         name="untuned", config="eventatlas.methods.untuned:UntunedConfig", run="eventatlas.methods.untuned:run",
-        applies_to=frozenset({"typed_mentions", "event_pairs"}), tasks=("induction", "similarity"), trains=False,
-        description="frozen encoder: cluster unseen types' mentions; score event-pair similarity"),
+        applies_to=frozenset({"typed_mentions", "event_pairs"}), tasks=("induction", "similarity"), protocol="induction",
+        trains=False, description="frozen encoder: cluster unseen types' mentions; score event-pair similarity"),
     "batch_attention": MethodSpec(
         name="batch_attention", config="eventatlas.methods.batch_attention:BatchAttentionConfig",
         run="eventatlas.methods.batch_attention:run", applies_to=frozenset({"typed_mentions"}),
-        tasks=("induction", "naming", "linking", "training"), gpu="advised",
-        apply="eventatlas.methods.batch_attention:apply",
-        apply_config="eventatlas.methods.batch_attention:BatchAttentionConfig",
+        tasks=("induction", "naming", "linking", "training"), gpu="advised", protocol="induction",
+        apply="eventatlas.methods.batch_attention:apply", apply_with="batch_attention",
         description="batch-attention type induction (Edwards & Ji 2023): train on seen types, cluster unseen"),
     "emr": MethodSpec(
         name="emr", config="eventatlas.methods.emr:EMRConfig", run="eventatlas.methods.emr:run",
-        applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised",
-        apply="eventatlas.methods.emr:apply", apply_config="eventatlas.methods.emr:EMRConfig",
+        applies_to=frozenset({"typed_mentions"}), tasks=("retrieval",), gpu="advised", protocol="retrieval",
+        apply="eventatlas.methods.emr:apply", apply_with="emr",
+        # the paper's episode sizes, under a dataset's own protocol
+        protocol_defaults={"min_mentions": 100, "n_corpus": 50, "n_query": 10, "n_dev": 40, "n_none": 2000},
         description="few-shot event mention retrieval: k-shot m-way MAP of ad-hoc vs per-query Siamese rankers"),
     "frame_dml": MethodSpec(
         name="frame_dml", config="eventatlas.methods.frame_dml:FrameDMLConfig", run="eventatlas.methods.frame_dml:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("induction", "retrieval", "training"), gpu="advised",
+        protocol="induction",
         description="supervised frame induction with deep metric learning (Yamada et al. 2023): fine-tune on "
                     "training verbs' frames, cluster unseen verbs' instances (3-fold verb cross-validation)"),
     "swcc": MethodSpec(
@@ -36,7 +40,7 @@ SPECS: dict[str, MethodSpec] = {
                     "prototypes + MLM on event co-occurrence; scored on hard similarity, transitive, MCNC"),
     "grounding": MethodSpec(
         name="grounding", config="eventatlas.methods.grounding:GroundingConfig", run="eventatlas.methods.grounding:run",
-        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised", apply=None,
+        applies_to=frozenset({"grounding"}), tasks=("grounding",), gpu="advised", protocol="grounding", apply=None,
         apply_note="a grounding model is tied to its dataset's candidate events; apply it to new text with "
                    "`eventatlas ground`, or load its bi-encoder (run:<id>) in another method",
         description="hierarchical event grounding (Ou et al. 2023): bi-encoder variants (BLINK, multi-label, HP, HJL), "

@@ -13,7 +13,6 @@ k = 3000, OntoEvent-MAVEN 10/40, FrameNet frames with 100 seen).
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -22,11 +21,10 @@ from pydantic import Field
 
 from .. import config as paths
 from ..io import atomic_write_json, sha256_file
-from ..training.args import TrainingArgs
+from ..induction.protocol import select_mentions, train_representation
 from .base import MethodResult, NotApplicable
-from .spec import MethodConfig, merge_defaults
-
-log = logging.getLogger(__name__)
+from .context import MethodContext
+from .spec import MethodConfig, training_field
 
 NAME = "batch_attention"
 MAPPINGS_DIR = paths.REPO_ROOT / "datasets" / "mappings"
@@ -37,19 +35,12 @@ Input = Literal["attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm"]
 Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
 
 
-class BatchAttentionTraining(TrainingArgs):
-    """The paper's settings (encoder lr 2e-5, the rest 1e-4, Adam, constant schedule with the
-    published code's 1000 warm-up steps capped at 20% of training, batch 10, 10 epochs, no clipping)."""
-
-    epochs: int = Field(10, ge=1)
-    batch_size: int = Field(10, ge=2)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(1e-4, gt=0)
-    optimizer: Literal["adamw", "adam"] = "adam"
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(1000, ge=0)
-    warmup_max_ratio: Optional[float] = Field(0.2, ge=0, le=1)
-    max_grad_norm: Optional[float] = None
+# The paper's settings: encoder lr 2e-5, the rest 1e-4, Adam, constant schedule with the published code's
+# 1000 warm-up steps capped at 20% of training, batch 10, 10 epochs, no clipping. The batch attention
+# needs 2 mentions a batch, and the epoch choice at least one epoch.
+TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 10, "lr": 2e-5, "head_lr": 1e-4, "optimizer": "adam",
+                  "schedule": "constant", "warmup_steps": 1000, "warmup_max_ratio": 0.2, "max_grad_norm": None}
+BatchAttentionTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2, "epochs": 1})
 
 
 class BatchAttentionConfig(MethodConfig):
@@ -91,7 +82,7 @@ class BatchAttentionConfig(MethodConfig):
     stop_rule: Literal["paper", "code"] = "paper"
     stop_window: int = Field(5, ge=1)
     keep_models: Literal["all", "chosen", "none"] = "chosen"
-    train: BatchAttentionTraining = Field(default_factory=BatchAttentionTraining)
+    train: BatchAttentionTraining = _TRAIN
 
 
 def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None:
@@ -105,135 +96,13 @@ def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None
     return read_mapping(p if p.is_absolute() else MAPPINGS_DIR / name)
 
 
-def select_mentions(dataset_dir: str | Path, cfg: BatchAttentionConfig, seed: int):
-    """The seen/unseen selection of a run (shared by ``run`` and the background trainer)."""
-    from ..data import select_labelled
-
-    return select_labelled(dataset_dir, k_seen=cfg.k_seen or (None if cfg.n_unseen else 10),
-                           seen_types=cfg.seen_types, lu_pos=cfg.lu_pos, max_train=cfg.max_train_mentions,
-                           max_eval=cfg.max_mentions, seed=seed, n_unseen=cfg.n_unseen,
-                           unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed)
-
-
-def save_chosen(writer, model, out: Path, rep: str, epoch: int, cfg: BatchAttentionConfig) -> None:
-    """Put the chosen epoch's weights into the saved model: the encoder (``encoders/<rep>``), the
-    clusterer's Q/K scorer (what the Attn-DotProduct / Attn-Cosine inputs need on new data) and the
-    naming head. The raw epoch file goes unless ``keep_models`` asked to keep it."""
-    import torch
-
-    pt = out / "models" / f"epoch_{epoch:02d}.pt"
-    model.load_state_dict(torch.load(pt, map_location="cpu"))
-    writer.encoder(model.encoder, name=rep)
-    cl = model.clusterer
-    writer.head(f"clusterer_{rep}", cl.state_dict(), kind="attention_scorer",
-                config={"dim": cl.d, "dropout": cfg.dropout, "share_layernorm": cl.share_layernorm,
-                        "representation": rep, "epoch": epoch})
-    if model.head is not None:
-        writer.head(f"naming_{rep}", model.head.state_dict(), kind="naming_head",
-                    config={"d_in": model.dim, "d_out": model.head.net[-1].out_features, "representation": rep})
-    writer.card.inference[rep] = {"epoch": epoch, "trigger_markers": cfg.trigger_markers,
-                                  "inputs": list(cfg.inputs), "stop_rule": cfg.stop_rule}
-    if cfg.keep_models == "none":
-        pt.unlink(missing_ok=True)
-
-
-def train_representation(sel, cfg: BatchAttentionConfig, rep: str, out: Path, *, seed: int, device: str,
-                         type_texts: dict[str, str], resume: bool = False, writer=None) -> tuple[dict[str, Any], Any]:
-    """Train one representation's model; returns the summary evaluation needs and the TrainResult.
-    With a :class:`eventatlas.modeling.saved.ModelWriter`, the chosen epoch's model is added to it."""
-    from ..encode import Encoder
-    from ..modeling import MentionEncoder
-    from ..modeling.tokens import tokenize_cached
-    from ..runinfo import set_seeds
-    from ..training import Trainer
-    from ..induction.augment import backtranslate, resolve_augmentation
-    from ..induction.model import InductionModel
-    from ..induction.training import InductionTask, SilhouetteSelection
-
-    set_seeds(seed)
-    enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
-    sentences, starts, ends = sel.sentences, sel.starts, sel.ends
-    if cfg.trigger_markers:
-        from ..modeling.inputs import mark_triggers
-
-        sentences, starts, ends = mark_triggers(sentences, starts, ends)
-    items, hit = tokenize_cached(enc, sentences, starts, ends, rep)
-    # naming targets B_t: the *untuned* encoder's embedding of each seen type's name text
-    name_targets = None
-    if type_texts and cfg.naming_weight > 0:
-        import torch
-
-        e = Encoder(module=enc, device="cpu", precision="fp32", progress=False)
-        name_targets = torch.from_numpy(e.encode_sentences([type_texts.get(t, t) for t in sel.seen_types],
-                                                           normalize=True))
-    model = InductionModel(enc, dropout=cfg.dropout, share_layernorm=cfg.share_layernorm,
-                           name_dim=enc.hidden_size if name_targets is not None else None)
-    augmentation = resolve_augmentation(cfg.augmentation)
-    bt = None
-    if augmentation == "backtranslation":
-        bt = backtranslate(sel.sentences, paths.cache_dir() / "backtranslation" / "marian_bt.parquet", device=device)
-    triggers = [s[a:b] for s, a, b in zip(sel.sentences, sel.starts, sel.ends)]
-    pseudo, pseudo_info = None, None
-    if cfg.pseudo_k:
-        from ..induction.training import embed_fqk, mutual_neighbours
-
-        unl = np.flatnonzero(sel.unseen_mask)
-        f0 = embed_fqk(model, [items[i] for i in unl], rep, device="cpu", precision="fp32",
-                       batch_size=cfg.eval_batch_size)["F"]
-        pseudo = mutual_neighbours(f0, unl, cfg.pseudo_k, cfg.pseudo_min_cos)
-        labels = sel.labels
-        n_pairs = sum(len(v) for v in pseudo.values()) // 2
-        n_right = sum(labels[i] == labels[j] for i, js in pseudo.items() for j in js) // 2
-        # how clean the pseudo-labels are (gold of unseen mentions: a diagnostic only, never used to train)
-        pseudo_info = {"k": cfg.pseudo_k, "min_cos": cfg.pseudo_min_cos, "mentions_with_partner": len(pseudo),
-                       "pairs": n_pairs, "pair_precision": (n_right / n_pairs) if n_pairs else None}
-        log.info("pseudo-labels: %s", pseudo_info)
-    task = InductionTask(model, items, sel.seen_index, rep, augmentation=augmentation, perturb_p=cfg.perturb_p,
-                         name_targets=name_targets, naming_weight=cfg.naming_weight, margin=cfg.margin,
-                         sentences=sel.sentences, triggers=triggers, backtranslations=bt, pseudo_neighbours=pseudo)
-    n_eval = len(sel.eval_index)
-    base = cfg.stop_clusters or [len(sel.unseen_types) * m for m in (1, 2, 4)]
-    counts = [c for c in base if 2 <= c <= n_eval - 1]
-    # the saved model needs the chosen epoch's weights even when no epoch file is to be kept
-    keep = "chosen" if cfg.save_model and cfg.keep_models == "none" else cfg.keep_models
-    cb = SilhouetteSelection([items[i] for i in sel.eval_index], rep, out, counts, stop_key=cfg.stop_key,
-                             eval_batch_size=cfg.eval_batch_size, keep_models=keep)
-    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out, seed=seed, callbacks=[cb],
-                      phase=rep)
-    res = trainer.fit(resume=resume)
-    chosen = cb.choose(cfg.stop_window)
-    cb.prune_models(chosen[cfg.stop_rule], is_main=trainer.is_main)
-    if writer is not None and trainer.is_main:
-        save_chosen(writer, model, out, rep, chosen[cfg.stop_rule], cfg)
-    summary = {
-        "config": cfg.model_dump(mode="json"), "representation": rep, "seed": seed, "setting": sel.setting(),
-        "augmentation": augmentation, "trigger_markers": cfg.trigger_markers, "pseudo_labels": pseudo_info,
-        "precision": res.precision, "device": res.device, "token_cache_hit": hit,
-        "n_mentions": len(sel), "n_unseen_mentions": n_eval, "seen_types": sel.seen_types,
-        "unseen_types": sel.unseen_types, "stop_counts": counts, "history": res.history,
-        "silhouettes": cb.silhouettes, "stop_scores": cb.scores, "chosen_epoch": chosen, "stop_rule": cfg.stop_rule,
-        "total_seconds": res.seconds, "epoch_files": cb.epoch_files,
-        "untuned_file": str(out / "epochs" / "untuned.npz"),
-        "unseen_mention_ids": [sel.mention_ids[i] for i in sel.eval_index],
-        "unseen_labels": sel.eval_labels.tolist(), "train": {k: v for k, v in res.summary().items() if k != "history"},
-    }
-    atomic_write_json(out / "train_summary.json", summary)
-    return summary, res
-
-
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: BatchAttentionConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Train + evaluate on one dataset (see the module docstring)."""
-    from ..data import Manifest, protocol_for
-    from ..device import resolve_device
     from ..induction.evaluate import evaluate_trained
 
-    cfg = config if config is not None else BatchAttentionConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    proto = protocol_for(man, NAME, "induction")
-    cfg = merge_defaults(cfg, proto)
-    device = resolve_device(cfg.device)
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
+    proto = ctx.protocol
     sel = select_mentions(dataset_dir, cfg, seed)
     n_eval = len(sel.eval_index)
     if not sel.seen_types or len(sel.unseen_types) < 2 or n_eval < MIN_UNSEEN_MENTIONS:
@@ -245,11 +114,10 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
     mp = _mapping(cfg.mapping or proto.get("mapping"), sel.unseen_types) if cfg.linking else None
     k_manifold = cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")
-    result = MethodResult()
-    result.params = {"method": NAME, "dataset": man.dataset, "setting": sel.setting(), "selection": sel.record,
-                     "k_manifold": k_manifold, "n_clusters": cfg.n_clusters or len(sel.unseen_types),
-                     "framenet_dir": str(fn_dir) if mp is not None else None, "config": cfg.model_dump(mode="json"),
-                     "train": {}}
+    result = ctx.result()
+    result.params = ctx.base_params(setting=sel.setting(), selection=sel.record, k_manifold=k_manifold,
+                                    n_clusters=cfg.n_clusters or len(sel.unseen_types),
+                                    framenet_dir=str(fn_dir) if mp is not None else None, train={})
     writer = None
     if cfg.save_model:
         from ..modeling.saved import ModelWriter
@@ -258,11 +126,11 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
     for rep in cfg.representations:
         rdir = out_dir / rep
         summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
-                                            resume=resume, writer=writer)
+                                            resume=ctx.resume, writer=writer)
         result.add_training(res)
-        ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
+        row_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
                "representation": rep}
-        rows, arts = evaluate_trained(rdir, summary, ctx=ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
+        rows, arts = evaluate_trained(rdir, summary, ctx=row_ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
                                       inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
                                       names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                       umap_plot=cfg.umap_plot)
@@ -276,8 +144,9 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         result.params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in summary["history"]]))
     atomic_write_json(out_dir / "batch_attention_params.json", result.params)
     if writer is not None and writer.card.encoders:
-        writer.close(representation=cfg.representations[0], epoch=result.params["train"][cfg.representations[0]]
-                     ["chosen_epoch"][cfg.stop_rule],
+        first = cfg.representations[0]
+        writer.close(representation=first, epoch=result.params["train"][first]["chosen_epoch"][cfg.stop_rule],
+                     precision=ctx.precision,
                      inference=dict(writer.card.inference, seen_types=sel.seen_types, k_manifold=k_manifold))
     return result
 
@@ -288,16 +157,14 @@ def cluster_settings(cfg: BatchAttentionConfig, proto: dict[str, Any]) -> dict[s
             "k_manifold": cfg.k_manifold if cfg.k_manifold is not None else proto.get("k_manifold")}
 
 
-def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
-          config: BatchAttentionConfig | None = None, device: str = "cpu") -> MethodResult:
-    """Apply a saved batch-attention model (:class:`eventatlas.modeling.saved.SavedModel`) to another
-    dataset: its unseen mentions (the run's selection rules, ``config`` here, over the new data) are
-    embedded by the saved encoder and scored by the saved Q/K scorer, and every clustering input
-    (Attn-DotProduct, Attn-Cosine, ft, ...) is clustered and scored as in training, beside the base
-    encoder's features (variant ``untuned:ft``). Nothing is trained."""
+def apply(model, ctx: MethodContext) -> MethodResult:
+    """Apply a saved batch-attention model (:class:`eventatlas.modeling.saved.SavedModel`) to the context's
+    dataset: its unseen mentions (the selection rules of ``ctx.config`` over the new data) are embedded by
+    the saved encoder and scored by the saved Q/K scorer, and every clustering input (Attn-DotProduct,
+    Attn-Cosine, ft, ...) is clustered and scored as in training, beside the base encoder's features
+    (variant ``untuned:ft``). Nothing is trained."""
     import torch
 
-    from ..data import Manifest, protocol_for
     from ..induction.evaluate import evaluate_trained
     from ..induction.model import InductionModel
     from ..induction.training import embed_fqk, save_npz
@@ -305,17 +172,12 @@ def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
     from ..modeling.inputs import mark_triggers
     from ..modeling.tokens import tokenize_cached
 
-    card = model.card
-    cfg = config if config is not None else BatchAttentionConfig.model_validate(card.config)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    proto = protocol_for(man, NAME, "induction")
-    cfg = merge_defaults(cfg, proto)
+    card, cfg, man, seed, out_dir = model.card, ctx.config, ctx.manifest, ctx.seed, ctx.run_dir
     rep = model.selected or card.encoder
     info = card.inference.get(rep, {})
-    sel = select_mentions(dataset_dir, cfg, seed)
+    sel = select_mentions(ctx.dataset_dir, cfg, seed)
     if len(sel.unseen_types) < 2 or len(sel.eval_index) < MIN_UNSEEN_MENTIONS:
-        raise NotApplicable(f"{dataset_dir}: fewer than 2 types or {MIN_UNSEEN_MENTIONS} mentions to cluster "
+        raise NotApplicable(f"{ctx.dataset_dir}: fewer than 2 types or {MIN_UNSEEN_MENTIONS} mentions to cluster "
                             f"({len(sel.unseen_types)} types, {len(sel.eval_index)} mentions)")
     state, head_cfg = model.head(f"clusterer_{rep}")
     enc = MentionEncoder(model.encoder_path, max_length=cfg.max_length)
@@ -331,21 +193,23 @@ def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
         items, _ = tokenize_cached(m.encoder, [sentences[i] for i in ev], [starts[i] for i in ev],
                                    [ends[i] for i in ev], rep)
         with torch.inference_mode():
-            emb = embed_fqk(m, items, rep, device=device, precision="fp32", batch_size=cfg.eval_batch_size)
+            emb = embed_fqk(m, items, rep, device=ctx.device, precision=card.precision or "fp32",
+                            batch_size=cfg.eval_batch_size)
         files[name] = str(save_npz(out_dir / rep / "epochs" / f"{name}.npz", emb))
     summary = {"chosen_epoch": {}, "stop_rule": None, "epoch_files": [files["applied"]],
                "untuned_file": files["untuned"], "unseen_mention_ids": [sel.mention_ids[i] for i in ev],
                "unseen_labels": sel.eval_labels.tolist()}
     texts = man.type_texts()
     fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
-    mp = _mapping(cfg.mapping or proto.get("mapping"), sel.unseen_types) if cfg.linking else None
-    ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
-           "representation": rep}
-    rows, arts = evaluate_trained(out_dir / rep, summary, ctx=ctx, epoch=0, **cluster_settings(cfg, proto),
+    mp = _mapping(cfg.mapping or ctx.protocol.get("mapping"), sel.unseen_types) if cfg.linking else None
+    row_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
+               "representation": rep}
+    rows, arts = evaluate_trained(out_dir / rep, summary, ctx=row_ctx, epoch=0, **cluster_settings(cfg, ctx.protocol),
                                   inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=card.base_model,
                                   names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                   umap_plot=cfg.umap_plot)
-    result = MethodResult(metrics=rows, artifacts=arts)
+    result = ctx.result()
+    result.metrics, result.artifacts = rows, arts
     result.params = {"selection": sel.record, "representation": rep, "setting": sel.setting(),
                      "trigger_markers": bool(info.get("trigger_markers"))}
     return result

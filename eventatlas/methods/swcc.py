@@ -28,9 +28,9 @@ from pydantic import Field
 
 from .. import config as paths
 from ..io import atomic_write_json
-from ..training.args import TrainingArgs
 from .base import MethodResult, NotApplicable
-from .spec import MethodConfig
+from .context import MethodContext
+from .spec import MethodConfig, training_field
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +38,12 @@ NAME = "swcc"
 Variant = Literal["swcc", "no_prototypes", "no_weak", "no_mlm", "infonce", "margin"]
 
 
-class SWCCTraining(TrainingArgs):
-    """The paper's optimiser (Adam, betas (0.9, 0.997), eps 1e-9, batch 256) with rates tuned here (the
-    paper's 2e-7 encoder rate is for 4M events; see README): encoder ``lr``, prototypes/MLM head ``head_lr``
-    (the authors' code: 5e-4)."""
-
-    epochs: int = Field(2, ge=0)
-    batch_size: int = Field(256, ge=2)
-    lr: float = Field(2e-5, gt=0)
-    head_lr: Optional[float] = Field(5e-4, gt=0)
-    optimizer: Literal["adamw", "adam"] = "adam"
-    betas: tuple[float, float] = (0.9, 0.997)
-    eps: float = Field(1e-9, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    drop_last: bool = True  # in-batch negatives: no tiny last batch
+# The paper's optimiser (Adam, betas (0.9, 0.997), eps 1e-9, batch 256) with rates tuned here (the paper's
+# 2e-7 encoder rate is for 4M events; see README): encoder lr, prototypes/MLM head head_lr (the authors'
+# code: 5e-4). In-batch negatives: at least 2 a batch, and no tiny last batch (drop_last).
+TRAIN_DEFAULTS = {"epochs": 2, "batch_size": 256, "lr": 2e-5, "head_lr": 5e-4, "optimizer": "adam",
+                  "betas": (0.9, 0.997), "eps": 1e-9, "schedule": "constant", "drop_last": True}
+SWCCTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2})
 
 
 class SWCCConfig(MethodConfig):
@@ -75,13 +67,11 @@ class SWCCConfig(MethodConfig):
     eval_every_epoch: bool = True
     eval_batch_size: int = Field(128, ge=1)
     plot_events: int = Field(2000, ge=10)
-    train: SWCCTraining = Field(default_factory=SWCCTraining)
+    train: SWCCTraining = _TRAIN
 
 
 def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
     """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
-    import pyarrow.parquet as pq
-
     from ..data import Manifest, ingested
     from ..evaluation.pairs import benchmark_pairs
 
@@ -96,35 +86,25 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
             mans.append(Manifest.read(d))
     out = {}
     for m in sorted(mans, key=lambda m: m.dataset):
-        t = benchmark_pairs(pq.read_table(m.table("event_pairs")))
+        t = benchmark_pairs(m.read_table("event_pairs"))
         if t.num_rows:
             out[m.dataset] = t
     return out
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: SWCCConfig | None = None,
-        resume: bool = False, **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
-    from ..data import Manifest
-    from ..device import describe, resolve_device
     from ..encode import Encoder
     from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
     from ..modeling import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..runinfo import set_seeds
     from ..swcc.data import load_events
     from ..swcc.model import SWCCModel
     from ..swcc.task import SWCCTask, switches
     from ..training import EvalCallback, Trainer
 
-    cfg = config if config is not None else SWCCConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    if "event_cooccurrence" not in man.kinds():
-        raise NotApplicable(f"{dataset_dir}: swcc trains on event co-occurrence (the event_tuples reader); "
-                            f"kinds here: {sorted(man.kinds()) or 'none'}")
-    device = resolve_device(cfg.device)
-    set_seeds(seed)
+    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+        ctx.dataset_dir
     sw = switches(cfg.variant)
     events = load_events(dataset_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
                          weighting=cfg.weighting)
@@ -152,22 +132,20 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
 
     callbacks = [EvalCallback(score)] if (evals and cfg.eval_every_epoch) else []
     before = score() if evals else {}
-    trainer = Trainer(model, task, cfg.train.model_copy(update={"device": device}), out_dir / "train", seed=seed,
-                      callbacks=callbacks, phase=cfg.variant)
-    res = trainer.fit(resume=resume)
+    trainer = Trainer(model, task, cfg.train, out_dir / "train", seed=seed, callbacks=callbacks, phase=cfg.variant)
+    res = trainer.fit(resume=ctx.resume)
 
-    result = MethodResult(device=describe(device))
+    result = ctx.result()
     result.add_training(res)
     e = Encoder(module=enc, device=device, precision="fp32", batch_size=cfg.eval_batch_size, progress=False)
     for name, table in evals.items():
         result.metrics += evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template,
                                                  lower=cfg.lower, dataset=name, method=NAME, seed=seed,
                                                  variant=cfg.variant)
-    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
-                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device,
-                     "switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
+    result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
+    result.params.update({"switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
                      "mlm_head": model.mlm_source, "eval_datasets": sorted(evals), "before_training": before,
-                     "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history}
+                     "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history})
     if sw.prototypes or cfg.n_prototypes:
         _prototype_artifacts(model, e, events.texts, cfg, rep, out_dir, seed, result)
     if cfg.save_model:
@@ -178,7 +156,8 @@ def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: 
         if sw.prototypes or cfg.n_prototypes:
             w.head("prototypes", {"prototypes": model.prototypes}, kind="prototypes",
                    config={"n_prototypes": cfg.n_prototypes, "pooling": cfg.pooling})
-        w.close(representation=rep, inference={"pooling": cfg.pooling, "template": cfg.template, "lower": cfg.lower})
+        w.close(representation=rep, precision=ctx.precision,
+                inference={"pooling": cfg.pooling, "template": cfg.template, "lower": cfg.lower})
     atomic_write_json(out_dir / "swcc_summary.json", result.params)
     if not result.metrics:
         log.warning("swcc %s: no event-pair benchmark ingested: trained, nothing scored", man.dataset)

@@ -27,7 +27,8 @@ from pydantic import Field
 from .. import config as paths
 from ..io import write_parquet
 from .base import MethodResult, NotApplicable
-from .spec import EncoderConfig, MethodConfig, merge_defaults
+from .context import MethodContext
+from .spec import EncoderConfig, MethodConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,29 +71,18 @@ class UntunedConfig(MethodConfig):
                                                    description="event-pair datasets: sentence poolings scored")
 
 
-def run(dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0, config: UntunedConfig | None = None,
-        **params: Any) -> MethodResult:
+def run(ctx: MethodContext) -> MethodResult:
     """Run the untuned baseline on one ingested dataset; see the module docstring."""
-    from ..data import Manifest, protocol_for
-    from ..device import describe, resolve_device
-    from ..runinfo import set_seeds
-
-    cfg = config if config is not None else UntunedConfig.model_validate(params)
-    dataset_dir, out_dir = Path(dataset_dir), Path(out_dir)
-    man = Manifest.read(dataset_dir)
-    cfg = merge_defaults(cfg, protocol_for(man, NAME, "induction"))
-    device = resolve_device(cfg.device)  # an unavailable device is refused before any work
-    set_seeds(seed)
+    cfg, man = ctx.config, ctx.manifest
     kinds = man.kinds()
-    result = MethodResult(device=describe(device))
-    result.params = {"method": NAME, "dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
-                     "seed": seed, "config": cfg.model_dump(mode="json"), "device": result.device}
+    result = ctx.result()
+    result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     if "typed_mentions" in kinds:
-        _induction(man, out_dir, seed, cfg, device, result)
+        _induction(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
     if "event_pairs" in kinds:
-        _similarity(man, out_dir, seed, cfg, device, result)
+        _similarity(ctx, result)
     if not result.metrics:
-        raise NotApplicable(f"{dataset_dir}: neither typed mentions nor event pairs (kinds: {sorted(kinds) or 'none'})")
+        raise NotApplicable(f"{man.path}: neither typed mentions nor event pairs (kinds: {sorted(kinds) or 'none'})")
     return result
 
 
@@ -195,33 +185,30 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     params["timings_s"] = timings
 
 
-def _similarity(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
-    import pyarrow.parquet as pq
-
+def _similarity(ctx: MethodContext, result: MethodResult) -> None:
     from ..encode import Encoder
     from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
-    pairs = benchmark_pairs(pq.read_table(man.table("event_pairs")))
+    cfg, seed = ctx.config, ctx.seed
+    pairs = benchmark_pairs(ctx.table("event_pairs"))
     if pairs.num_rows == 0:
         return
-    enc = Encoder(cfg.model_id, device=device, progress=False, **cfg.encoder.model_dump())
+    enc = Encoder(cfg.model_id, device=ctx.device, progress=False, **cfg.encoder.model_dump())
     rows = evaluate_encoder_pairs(enc, pairs, poolings=cfg.poolings, template=cfg.template, lower=cfg.lower,
-                                  dataset=man.dataset, method=NAME, seed=seed)
+                                  dataset=ctx.dataset, method=NAME, seed=seed)
     if not rows:
-        raise NotApplicable(f"{man.path}: no similarity metric is defined for this encoder on these pairs (every "
+        raise NotApplicable(f"{ctx.dataset_dir}: no similarity metric is defined for this encoder on these pairs (every "
                             f"pair got the same cosine: a degenerate model?)")
     result.metrics += rows
     result.params.update({"template": cfg.template, "lower": cfg.lower, "poolings": cfg.poolings,
                           "event_pairs": pairs.num_rows, "precision": enc.precision})
-    log.info("untuned %s: %s", man.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))
+    log.info("untuned %s: %s", ctx.dataset, ", ".join(f"{r['metric']}={r['value']:.4f}" for r in rows))
 
 
-def apply(model, dataset_dir: str | Path, out_dir: str | Path, *, seed: int = 0,
-          config: UntunedConfig | None = None, device: str = "cpu") -> MethodResult:
-    """Score a saved model's encoder (:class:`eventatlas.modeling.saved.SavedModel`) on another
+def apply(model, ctx: MethodContext) -> MethodResult:
+    """Score a saved model's encoder (:class:`eventatlas.modeling.saved.SavedModel`) on the context's
     dataset with this baseline's protocol (typed mentions: cluster the unseen types' mentions; event
     pairs: similarity), the encoder taking the frozen one's place. Nothing is trained; the caller
     labels the rows with the model's method and where it was trained."""
-    cfg = config if config is not None else UntunedConfig()
-    cfg = cfg.model_copy(update={"model_id": model.ref, "device": device})
-    return run(dataset_dir, out_dir, seed=seed, config=cfg)
+    ctx.config = ctx.config.model_copy(update={"model_id": model.ref})
+    return run(ctx)

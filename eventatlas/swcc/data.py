@@ -91,10 +91,11 @@ def pair_weights(counts: np.ndarray, weighting: str = "minmax") -> tuple[np.ndar
 def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
                 max_events: int | None = None, seed: int = 0, weighting: str = "minmax") -> Events:
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+
+    from ..data.manifest import read_table
 
     d = Path(dataset_dir)
-    m = pq.read_table(d / "mentions.parquet", columns=["mention_id", "doc_id", "extra"])
+    m = read_table(d, "mentions", columns=["mention_id", "doc_id", "extra"])
     index: dict[str, int] = {}
     by_svo: dict[tuple, int] = {}
     doc_events: dict[str, list[int]] = {}
@@ -128,7 +129,7 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     new = np.full(n_all, -1, dtype=np.int64)
     new[keep] = np.arange(len(keep))
 
-    p = pq.read_table(d / "event_pairs.parquet", columns=["task", "event_a", "event_b", "score"])
+    p = read_table(d, "event_pairs", columns=["task", "event_a", "event_b", "score"])
     p = p.filter(pc.equal(p["task"], COOCCURRENCE_TASK))
 
     def ids(col) -> np.ndarray:

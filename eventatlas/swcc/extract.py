@@ -120,10 +120,9 @@ def load_parser(spec: str = DEFAULT_SPACY_MODEL) -> Parser:
 
 def sentences_by_document(dataset_dir) -> dict[str, list[str]]:
     """{doc_id: distinct sentences in order} of an ingested dataset's mentions (the text a source has)."""
-    import pyarrow.parquet as pq
-    from pathlib import Path
+    from ..data.manifest import read_table
 
-    t = pq.read_table(Path(dataset_dir) / "mentions.parquet", columns=["doc_id", "sentence"])
+    t = read_table(dataset_dir, "mentions", columns=["doc_id", "sentence"])
     out: dict[str, dict[str, None]] = {}
     for d, s in zip(t["doc_id"].to_pylist(), t["sentence"].to_pylist()):
         out.setdefault(d, {})[s] = None

@@ -1,5 +1,5 @@
 """The SWCC model: the shared :class:`eventatlas.modeling.MentionEncoder` (trained), ``M`` prototype
-vectors (normalised on each forward, see :mod:`.loss_prototype`) and an MLM head.
+vectors (normalised on each forward, see :mod:`.losses.prototype`) and an MLM head.
 
 The MLM head is the encoder's own when its checkpoint has one (``AutoModelForMaskedLM`` loads it with no
 missing head weights; its decoder is tied to the trained encoder's input embeddings as in pre-training);

@@ -2,12 +2,12 @@
 
 ``make_batch`` (CPU, seeded by the checkpointed ``rng``): for every event ``q`` one co-occurring
 partner ``p`` (drawn by co-occurrence count, :meth:`.data.Events.sample_partner`) with its weight, and
-the masked copy ``m`` (:func:`.loss_mlm.mask_one_token`). ``loss`` runs the encoder once over the
+the masked copy ``m`` (:func:`.losses.mlm.mask_one_token`). ``loss`` runs the encoder once over the
 stacked views ``[q; q; q; p]`` (dropout gives q, k1, k2 different masks; views an ablation does not use
 are not encoded) and once over ``m`` for the MLM head, then
 
-``L = L_cl + beta * L_proto + gamma * L_mlm`` (:mod:`.loss_infonce`, :mod:`.loss_prototype`,
-:mod:`.loss_mlm`; the ``margin`` variant replaces ``L_cl`` by :func:`.loss_margin.margin_loss`).
+``L = L_cl + beta * L_proto + gamma * L_mlm`` (:mod:`.losses.infonce`, :mod:`.losses.prototype`,
+:mod:`.losses.mlm`; the ``margin`` variant replaces ``L_cl`` by :func:`.losses.margin.margin_loss`).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .loss_infonce import swcc_infonce
-from .loss_margin import margin_loss
-from .loss_mlm import IGNORE, mask_one_token, mlm_loss
-from .loss_prototype import prototype_loss
+from .losses.infonce import swcc_infonce
+from .losses.margin import margin_loss
+from .losses.mlm import IGNORE, mask_one_token, mlm_loss
+from .losses.prototype import prototype_loss
 
 VARIANTS = ("swcc", "no_prototypes", "no_weak", "no_mlm", "infonce", "margin")
 

@@ -3,7 +3,7 @@
 A method supplies a :class:`TrainTask` (how to batch its examples and compute its loss) and a
 ``torch.nn.Module``; :class:`Trainer` does the rest, the same way for every method:
 
-* device and precision (``device=auto|cpu|cuda|cuda:N``, bf16 autocast where measured faster) and
+* device and precision (``device=auto|cpu|cuda|cuda:N``; bf16 autocast on a bf16-capable GPU, fp32 on CPU) and
   data parallelism through HF Accelerate: under ``accelerate launch`` / ``torchrun`` the model is
   wrapped in DDP and each process takes its shard of every epoch's batches, with no change in the
   method;
@@ -188,12 +188,12 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, task: TrainTask, args: TrainingArgs, out_dir: str | Path, *,
                  seed: int = 0, callbacks: Sequence[Callback] = (), phase: str = "main",
                  param_groups: list[dict[str, Any]] | None = None):
-        from ..device import describe, resolve_device, resolve_precision
+        from ..device import describe, ensure_device, resolve_precision
 
         self.args, self.task, self.seed, self.phase = args, task, int(seed), phase
         self.out = Path(out_dir)
         self.callbacks = list(callbacks)
-        self.device = resolve_device(args.device)
+        self.device = ensure_device(args.device)  # a run passes the device its context resolved
         self.precision = resolve_precision(args.precision, self.device, shape=_probe_shape(model), mode="train")
         self.accelerator = make_accelerator(self.device, self.precision)
         self.device_desc = describe(self.device)

@@ -1,13 +1,13 @@
 """Multi-positive in-batch softmax: every gold a positive, each ranked against the row's negatives only.
 
 For mention i with positives P_i and negatives N_i among the batch's candidates (the targets of
-:func:`.loss_multilabel.batch_candidates`, pool negatives included)::
+:func:`.multilabel.batch_candidates`, pool negatives included)::
 
     L_i = 1/|P_i| * sum_{p in P_i} -log( e^{s_ip} / (e^{s_ip} + sum_{n in N_i} e^{s_in}) )
         = 1/|P_i| * sum_{p in P_i} softplus( logsumexp_{n in N_i} s_in - s_ip )
 
-and L = mean_i L_i. With one gold it is BLINK's softmax cross-entropy (:mod:`.loss_softmax`); unlike the
-multi-label BCE (:mod:`.loss_multilabel`) it is invariant to a shift of a row's scores, so it needs no
+and L = mean_i L_i. With one gold it is BLINK's softmax cross-entropy (:mod:`.softmax`); unlike the
+multi-label BCE (:mod:`.multilabel`) it is invariant to a shift of a row's scores, so it needs no
 bias, and its gradient on a negative is that negative's softmax weight: the negatives that outrank a gold
 get most of it. Why it exists (README "grounding", diagnosis of multilabel vs softmax): with the cosine
 score and its bias near -scale/2, the BCE put only 0.19-0.33 of a positive's gradient weight on each

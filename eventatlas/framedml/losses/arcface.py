@@ -12,7 +12,7 @@ import math
 import torch
 from pytorch_metric_learning.losses import ArcFaceLoss
 
-from ..device import without_autocast
+from ...device import without_autocast
 
 
 class ArcFaceHead(torch.nn.Module):

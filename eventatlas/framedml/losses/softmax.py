@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..device import without_autocast
+from ...device import without_autocast
 
 
 class SoftmaxHead(torch.nn.Module):

@@ -62,11 +62,3 @@ def augmented_loss(q: torch.Tensor, k: torch.Tensor, q2: torch.Tensor, k2: torch
     }
     total = parts["qk"] + parts["q2k2"] + parts["qk2"] + parts["q2k"]
     return total, {k_: float(v.detach()) for k_, v in parts.items()}
-
-
-def naming_loss(pred: torch.Tensor, target: torch.Tensor, seen_mask: torch.Tensor) -> torch.Tensor:
-    """1 - cos(head(F_hat_i), B_t_i) averaged over the seen mentions of the batch (0 when none)."""
-    if not bool(seen_mask.any()):
-        return pred.sum() * 0.0
-    cos = Fn.cosine_similarity(pred[seen_mask].float(), target[seen_mask].float(), dim=1)
-    return (1.0 - cos).mean()

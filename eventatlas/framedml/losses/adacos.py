@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ..device import without_autocast
+from ...device import without_autocast
 
 
 class AdaCosHead(torch.nn.Module):
