@@ -293,7 +293,8 @@ def test_experiment_flow_runs_its_cells_on_a_runner_and_reuses_them(env):
 
     params = _untuned(env)
     out = experiment(name="untuned_similarity", quick=True, params=params)
-    assert out["failed"] == [] and out["ran"] == 2 and out["reused"] == 0
+    # train-all above may have run the same configurations already: those runs count as the cells' runs
+    assert out["failed"] == [] and out["ran"] + out["reused"] == 2
     again = experiment(name="untuned_similarity", quick=True, params=params)
     assert again["ran"] == 0 and again["reused"] == 2
     assert [c["run_id"] for c in again["cells"]] == [c["run_id"] for c in out["cells"]]
