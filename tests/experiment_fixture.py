@@ -1,10 +1,10 @@
-"""The fixture behind the committed docs/results pages: the quick experiments' runs (records and metrics,
+"""The fixture behind the committed docs/results pages: the experiments' runs (records and metrics,
 paths made relative) and which run answers which cell, exported from a data root; and the warehouse built
 from it (what `test_committed_result_pages_equal_a_regeneration` regenerates the pages from).
 
 Refresh after changing an experiment (the pages say which runs and code version made them):
 
-    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb eventatlas experiment run NAME --quick   # each NAME
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb eventatlas experiment run NAME [--quick]   # each page
     EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py
     # = export into tests/fixtures/experiments, then `eventatlas report --markdown docs/results` on its warehouse
 """
@@ -21,18 +21,19 @@ FIXTURE = ROOT / "tests" / "fixtures" / "experiments"
 
 
 def export(out: Path = FIXTURE) -> dict:
-    """The quick experiments' linked runs of the configured warehouse into ``out``."""
+    """The experiments' linked runs (quick and full) of the configured warehouse into ``out``."""
     from eventatlas import config
     from eventatlas.records import read_record
     from eventatlas.warehouse import Warehouse
 
-    _, rows = Warehouse().query_rows("SELECT experiment, cell, seed, run_id, reused FROM experiment_runs "
-                                     "WHERE mode = 'quick' ORDER BY experiment, cell, seed")
+    _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
+                                     "ORDER BY experiment, mode, cell, seed")
     if (out / "runs").exists():
         shutil.rmtree(out / "runs")
-    links: dict[str, list] = {}
-    for exp, cell, seed, run_id, reused in rows:
-        links.setdefault(exp, []).append({"cell": cell, "seed": seed, "run_id": run_id, "reused": reused})
+    links: dict[str, dict[str, list]] = {}
+    for exp, mode, cell, seed, run_id, reused in rows:
+        links.setdefault(exp, {}).setdefault(mode, []).append({"cell": cell, "seed": seed, "run_id": run_id,
+                                                               "reused": reused})
         src = config.runs_dir() / run_id
         rec = read_record(src / "run.json")
         dst = out / "runs" / run_id
@@ -60,8 +61,9 @@ def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
     shutil.copytree(fixture / "runs", runs)
     wh = Warehouse(root / "fixture.duckdb")
     publish_records(sorted(runs.glob("*/run.json")), warehouse_path=wh.path, data_root=root)
-    for name, links in json.loads((fixture / "links.json").read_text(encoding="utf-8")).items():
-        publish_experiment(load(name, quick=True), links, warehouse_path=wh.path)
+    for name, modes in json.loads((fixture / "links.json").read_text(encoding="utf-8")).items():
+        for mode, links in modes.items():
+            publish_experiment(load(name, quick=mode == "quick"), links, warehouse_path=wh.path)
     return wh
 
 

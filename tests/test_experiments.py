@@ -275,11 +275,12 @@ def test_report_has_a_section_per_experiment(tmp_path):
 
     wh = fixture_warehouse(tmp_path)
     page = render(load_report(wh))
-    names = json.loads((FIXTURE / "links.json").read_text(encoding="utf-8"))
+    links = json.loads((FIXTURE / "links.json").read_text(encoding="utf-8"))
     assert '<h2 id="experiments">Experiments</h2>' in page
-    for name in names:
-        assert f'data-experiment="{name}" data-mode="quick"' in page
-    assert page.count('class="verdict"') == len(names)
+    for name, modes in links.items():
+        for mode in modes:
+            assert f'data-experiment="{name}" data-mode="{mode}"' in page
+    assert page.count('class="verdict"') == sum(map(len, links.values()))
 
 
 def test_sigkilled_experiment_finishes_only_the_missing_cells(world, tmp_path):
