@@ -73,7 +73,8 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     from eventatlas.experiments.results import write_markdown
 
-    print(f"exported {sum(map(len, export().values()))} runs into {FIXTURE}")
+    links = export()
+    print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs into {FIXTURE}")
     with tempfile.TemporaryDirectory() as tmp:
         for p in write_markdown(ROOT / "docs" / "results", fixture_warehouse(Path(tmp))):
             print(p)
