@@ -323,3 +323,47 @@ def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.Pat
     except WarehouseLocked as e:
         warn(f"views of {wh.path} not refreshed (busy): {e}")
     return out
+
+
+def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
+                       warehouse_path: str | os.PathLike | None = None) -> int:
+    """Record a declared experiment (:class:`eventatlas.experiments.spec.Experiment`) in the warehouse:
+    its description, goal and diagnosis, its table's cells, the reference figures from its YAML, and
+    ``links`` (``{cell, seed, run_id, reused}``: which run answers which cell), in one transaction
+    (migration 010). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
+    seed). Returns the number of links written."""
+    from .leaderboard import scale
+
+    wh = Warehouse(warehouse_path)
+    wh.migrate()
+    now = utcnow()
+    key = [exp.name, exp.mode]
+    cells = exp.table_cells()
+    links = list(links)
+    rule = {"within": exp.goal.within, "two_sided": exp.goal.two_sided, "beats": [b.model_dump(mode="json") for b in exp.goal.beats]}
+    with wh.transaction() as con:
+        for t in ("experiments", "experiment_table_cells"):
+            con.execute(f"DELETE FROM {t} WHERE experiment = ? AND mode = ?", key)
+        con.execute("DELETE FROM experiment_references WHERE experiment = ?", [exp.name])
+        con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [*key, exp.title, exp.description, exp.goal.text, json.dumps(rule), exp.diagnosis, exp.digest(),
+                     now])
+        cols = ("row_label", "col_label", "row_order", "col_order", "task", "dataset", "split", "setting", "method",
+                "trained_on", "representation", "clustering", "variant", "metric", "cell")
+        if cells:
+            con.executemany(f"INSERT INTO experiment_table_cells (experiment, mode, {', '.join(cols)}, scale) "
+                            f"VALUES ({', '.join('?' * (len(cols) + 3))})",
+                            [[*key, *[c[k] for k in cols], scale(c["metric"])] for c in cells])
+        refs = [[exp.name, row, col, float(v), r.source.paper, r.source.table, r.source.setting]
+                for r in exp.references for row, by_col in r.values.items() for col, v in by_col.items()]
+        if refs:
+            con.executemany("INSERT INTO experiment_references VALUES (?, ?, ?, ?, ?, ?, ?)", refs)
+        declared = [c.name for c in exp.all_cells()]  # links of cells the declaration no longer has go
+        con.execute(f"DELETE FROM experiment_runs WHERE experiment = ? AND mode = ? AND cell NOT IN "
+                    f"({', '.join('?' * len(declared))})", [*key, *declared])
+        for ln in links:
+            con.execute("DELETE FROM experiment_runs WHERE experiment = ? AND mode = ? AND cell = ? AND seed = ?",
+                        [*key, ln["cell"], int(ln["seed"])])
+            con.execute("INSERT INTO experiment_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [*key, ln["cell"], int(ln["seed"]), ln["run_id"], bool(ln.get("reused")), now])
+    return len(links)

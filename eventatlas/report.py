@@ -87,7 +87,14 @@ def load(wh: Warehouse) -> dict[str, Any]:
             diffs = [dict(zip(dcols, r)) for r in drows]
     return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
             "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path),
-            "benchmarks": load_benchmarks(wh)}
+            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh)}
+
+
+def _experiments(wh: Warehouse) -> list[dict[str, Any]]:
+    """The declared experiments' tables, goals and runs (:mod:`eventatlas.experiments.results`)."""
+    from .experiments.results import load as load_experiments
+
+    return load_experiments(wh)
 
 
 def leaderboard_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -239,6 +246,13 @@ def _plots_html(plots: list[tuple]) -> str:
     return "".join(out) or '<p class="muted">No run has a PNG plot artifact.</p>'
 
 
+def _experiments_html(experiments: list[dict[str, Any]]) -> str:
+    """One section per declared experiment: its table beside the paper's figures, goal, met / not met."""
+    from .experiments.results import html_section
+
+    return html_section(experiments)
+
+
 def _wiki_html(builds: list[dict], diffs: list[dict]) -> str:
     if not builds:
         return '<p class="muted">No wiki event-grounding build in the warehouse.</p>'
@@ -267,7 +281,7 @@ def _runs_html(runs: list[dict]) -> str:
             pass
         params = r["params"] or ""
         short = params if len(params) <= 160 else params[:157] + "..."
-        body.append(f'<tr data-run="{_e(r["run_id"])}" data-status="{_e(r["status"])}"><td>{_e(r["run_id"])}</td>'
+        body.append(f'<tr id="run-{_e(r["run_id"])}" data-run="{_e(r["run_id"])}" data-status="{_e(r["status"])}"><td>{_e(r["run_id"])}</td>'
                     f'<td>{_e(r["flow"])}</td><td>{_e(r["method"])}</td><td>{_e(r["status"])}</td>'
                     f'<td class="num">{_e(r["seed"])}</td><td>{_e(r["device"])}</td>'
                     f'<td>{_e(str(r["code_version"] or "")[:12])}</td><td>{_e(fp)}</td>'
@@ -290,6 +304,7 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
         parts.append(f'<h2 id="task-{_e(task)}">{_e(task)}</h2>')
         for t in (t for t in tables if t["task"] == task):
             parts.append(f"<h3>{_e(t['dataset'])}</h3>{_table_html(t, data['lower'])}{_bars_svg(t)}")
+    parts.append(f"<h2 id=\"experiments\">Experiments</h2>{_experiments_html(data.get('experiments') or [])}")
     parts.append(f"<h2 id=\"curves\">Learning curves</h2>{_curves_svg(data['steps'])}")
     parts.append(f"<h2 id=\"projections\">Embedding projections: untuned vs trained</h2>"
                  f"{_projections_html(data.get('plots') or [])}")

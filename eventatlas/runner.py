@@ -113,7 +113,7 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
 
 
 def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
-                   device: str = "auto", flow: str = "evaluate") -> Path:
+                   device: str = "auto", flow: str = "evaluate", reuse_unfinished: bool = False) -> Path:
     """Apply a saved model (``run:<ref>``, see :mod:`eventatlas.modeling.saved`) to a dataset and score it
     with that dataset's evaluator (the model's method's ``apply``); returns the run record's path.
 
@@ -123,25 +123,12 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
     apply step, in the config of the method it runs with (``spec.apply_with``: the selection of
     mentions, clusterings, ...); a model applied with its own method's protocol starts from the training
     run's config (device and precision left to this run)."""
-    from .data import Manifest
-    from .methods import get_spec
-    from .methods.context import build_context, resolve_config
+    from .methods.context import build_context
     from .methods.spec import json_params
-    from .modeling.saved import resolve_ref
 
-    model = resolve_ref(ref)
+    model, with_spec, apply_fn, cfg, man, fingerprint, prefix = _evaluation(ref, dataset_dir, seed, params, device)
     card = model.card
-    spec = get_spec(card.method)
-    apply_fn = spec.applier()
-    with_spec = get_spec(spec.apply_with)
-    ddir = Path(dataset_dir)
-    man = Manifest.read(ddir)
-    base = _without_device(card.config) if with_spec is spec else {}
-    cfg = resolve_config(with_spec, {**base, **(params or {})}, device=device, manifest=man)
-    fingerprint = man.data_fingerprint()
-    prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
-                        {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
-    claim = claim_run(prefix, reuse_unfinished=False)
+    claim = claim_run(prefix, reuse_unfinished=reuse_unfinished)
     try:
         run_dir = config.runs_dir() / claim.run_id
         record = new_record(claim.run_id, flow=flow, task="evaluate", method=card.method, device=cfg.device,
@@ -174,6 +161,62 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
         return write_record(run_dir, record)
     finally:
         claim.release()
+
+
+def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None, device: str) -> tuple:
+    """(model, the spec it is applied with, apply function, resolved config, manifest, data fingerprint, run
+    prefix) of applying saved model ``ref`` to a dataset: what :func:`evaluate_model` runs and what
+    identifies its run."""
+    from .data import Manifest
+    from .methods import get_spec
+    from .methods.context import resolve_config
+    from .modeling.saved import resolve_ref
+
+    model = resolve_ref(ref)
+    card = model.card
+    spec = get_spec(card.method)
+    apply_fn = spec.applier()
+    with_spec = get_spec(spec.apply_with)
+    man = Manifest.read(Path(dataset_dir))
+    base = _without_device(card.config) if with_spec is spec else {}
+    cfg = resolve_config(with_spec, {**base, **(params or {})}, device=device, manifest=man)
+    fingerprint = man.data_fingerprint()
+    prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,
+                        {"model": model.ref, "config": cfg.model_dump(mode="json")}, fingerprint)
+    return model, with_spec, apply_fn, cfg, man, fingerprint, prefix
+
+
+def evaluation_prefix(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+                      device: str = "auto") -> str:
+    """The run prefix :func:`evaluate_model` gives this (model, dataset, seed, config): runs of it share it."""
+    return _evaluation(ref, dataset_dir, seed, params, device)[-1]
+
+
+def _training(method: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None, device: str) -> tuple:
+    """(spec, resolved config, a refused device or None, manifest, data fingerprint, run prefix) of a
+    :func:`run_method` call."""
+    from .data import Manifest
+    from .device import DeviceUnavailable
+    from .methods import get_spec
+    from .methods.context import resolve_config
+
+    man = Manifest.read(Path(dataset_dir))
+    spec = get_spec(method)
+    refused: DeviceUnavailable | None = None
+    try:
+        cfg = resolve_config(spec, params, device=device, manifest=man)
+    except DeviceUnavailable as e:  # recorded as the run's failure, before any work
+        refused, cfg = e, spec.validate(params)
+    fingerprint = man.data_fingerprint()
+    return spec, cfg, refused, man, fingerprint, run_prefix(method, man.dataset, seed, cfg.model_dump(mode="json"),
+                                                             fingerprint)
+
+
+def training_prefix(method: str, dataset_dir: str | Path, *, seed: int = 0, params: dict[str, Any] | None = None,
+                    device: str = "auto") -> str:
+    """The run prefix :func:`run_method` gives this (method, dataset, seed, config, data): the identity a
+    finished run is found by (``eventatlas experiment`` reuses it instead of running it again)."""
+    return _training(method, dataset_dir, seed, params, device)[-1]
 
 
 def _without_device(cfg: Any) -> Any:
@@ -261,21 +304,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
     ``reuse_unfinished`` takes the run id (directory) of the newest unfinished run of this configuration
     without resuming its checkpoints: a cell retried on another worker after its first attempt died
     writes into the same directory instead of leaving an orphan beside it."""
-    from .data import Manifest
-    from .device import DeviceUnavailable
-    from .methods import get_spec
-    from .methods.context import resolve_config
-
-    ddir = Path(dataset_dir)
-    man = Manifest.read(ddir)
-    spec = get_spec(method)
-    refused: DeviceUnavailable | None = None
-    try:
-        cfg = resolve_config(spec, params, device=device, manifest=man)
-    except DeviceUnavailable as e:  # recorded as the run's failure below, before any work
-        refused, cfg = e, spec.validate(params)
-    fingerprint = man.data_fingerprint()
-    prefix = run_prefix(method, man.dataset, seed, cfg.model_dump(mode="json"), fingerprint)
+    spec, cfg, refused, man, fingerprint, prefix = _training(method, dataset_dir, seed, params, device)
     # only the main process of a distributed launch claims the directory; the others take its run id
     claim = claim_run(prefix, reuse_unfinished=resume or reuse_unfinished) if _is_main() else RunClaim("", None)
     try:

@@ -14,7 +14,7 @@ from eventatlas.scaleout import RunnerSpec, parse_runner
 from tasks.publish import publish_task, summarize_task
 from tasks.report import report_task
 from tasks.runners import gpu_capacity, gpu_placement, task_runner
-from tasks.train import train_task
+from tasks.train import evaluate_task, train_task
 
 # a cell whose worker died is run again elsewhere (Dask reschedules it; these retries cover a crash
 # the task engine sees); its run directory is reused, and only the flow publishes, so nothing doubles
@@ -70,9 +70,9 @@ def train_grid(jobs: list[dict[str, Any]], gpu: list[bool], runner: str, threads
             how = "`ray start ... --num-gpus=1`" if spec.kind == "ray" else "`dask worker ... --resources GPU=1`"
             raise RuntimeError(f"{sum(gpu)} cells need a GPU but no worker of the {spec.kind} cluster at {runner!r} "
                                f"declares one: start one with {how}")
-    task = train_task.with_options(retries=CELL_RETRIES, retry_delay_seconds=1)
     futures = []
     for job, needs_gpu in zip(jobs, gpu):
+        task = _task_of(job).with_options(retries=CELL_RETRIES, retry_delay_seconds=1)
         with gpu_placement(spec, needs_gpu):
             futures.append(task.submit(**job, threads=threads, reuse_unfinished=True))
     col, lost = _Collect(), []
@@ -132,17 +132,9 @@ def train_all(
     jobs = [{"method": method, "dataset": name, "seed": seed, "params": params.get(method, {}),
              "dataset_dir": str(available[name].path), "device": device, "resume": resume}
             for method, name in cells for seed in seeds]
-    if spec.distributed:
-        grid = _grid_on(spec)(jobs, [get_spec(j["method"]).gpu == "required" for j in jobs], runner,
-                              threads or 1)
-        records, failed, skipped, warehouse = grid["records"], grid["failed"], grid["skipped"], grid["warehouse"]
-        queued = grid.get("queued", [])
-    else:
-        col = _Collect()
-        for job in jobs:
-            col.add(train_task(**job, threads=threads))
-        records, failed, skipped, warehouse = col.records, col.failed, col.skipped, col.out["warehouse"]
-        queued = col.queued
+    grid = run_jobs(jobs, runner, threads)
+    records, failed, skipped, warehouse = grid["records"], grid["failed"], grid["skipped"], grid["warehouse"]
+    queued = grid.get("queued", [])
     summarize_task(records)
     summary = {"runs": len(records), "records": records, "failed": failed, "skipped": skipped,
                "warehouse": warehouse, "runner": runner, "queued": queued}
@@ -154,6 +146,27 @@ def train_all(
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} runs failed (published with status 'failed'): {failed}")
     return summary
+
+
+def _task_of(job: dict[str, Any]):
+    """A job naming a saved ``model`` applies it (the evaluate task); any other trains."""
+    return evaluate_task if "model" in job else train_task
+
+
+def run_jobs(jobs: list[dict[str, Any]], runner: str = "local", threads: int | None = None,
+             reuse_unfinished: bool = False) -> dict[str, Any]:
+    """Run train / evaluate jobs (``train_task`` / ``evaluate_task`` keyword arguments) on ``runner``,
+    publishing each run record as it comes: here one by one (``local``), else as task runs of a
+    ``train-grid`` subflow on that runner. ``{"records", "failed", "skipped", "warehouse", "queued"}``;
+    what train-all and the experiment flow both run their cells with."""
+    spec = parse_runner(runner)
+    if spec.distributed:
+        return _grid_on(spec)(jobs, [get_spec(j["method"]).gpu == "required" for j in jobs], runner, threads or 1)
+    col = _Collect()
+    for job in jobs:
+        col.add(_task_of(job)(**job, threads=threads, **({"reuse_unfinished": True} if reuse_unfinished else {})))
+    return {"records": col.records, "failed": col.failed, "skipped": col.skipped, "warehouse": col.out["warehouse"],
+            "queued": col.queued}
 
 
 def _grid_on(spec: RunnerSpec):

@@ -107,6 +107,11 @@ if ! prefect --no-prompt deploy --all >>"$STATE/deploy.log" 2>&1; then
   echo "prefect deploy failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1
 fi
 echo "registered $(grep -c "Deployment '.*' successfully" "$STATE/deploy.log" || true) deployments from prefect.yaml (log $STATE/deploy.log)"
+# experiment/<name>: generated from experiments/*.yaml (one per declared experiment), not kept in prefect.yaml
+python -m flows.experiment --prefect-file "$STATE/experiments.prefect.yaml" >>"$STATE/deploy.log" 2>&1 \
+  && prefect --no-prompt deploy --all --prefect-file "$STATE/experiments.prefect.yaml" >>"$STATE/deploy.log" 2>&1 \
+  || { echo "experiment deployments failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1; }
+echo "registered $(ls experiments/*.yaml | wc -l) experiment/<name> deployments from experiments/"
 
 if alive "$STATE/worker.pid"; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"

@@ -12,7 +12,7 @@ from prefect import get_run_logger, task
 
 from eventatlas import config
 from eventatlas.records import read_record
-from eventatlas.runner import run_method
+from eventatlas.runner import evaluate_model, run_method
 from eventatlas.scaleout import pinned_threads
 
 
@@ -29,5 +29,22 @@ def train_task(method: str, dataset: str, seed: int = 0, params: dict[str, Any] 
                           reuse_unfinished=reuse_unfinished)
     run = read_record(path)["run"]
     logger.info("%s on %s (seed %d): %s%s", method, dataset, seed, run["status"],
+                f" ({run['error']})" if run.get("error") else "")
+    return str(path)
+
+
+@task(name="evaluate", task_run_name="evaluate-{model}-on-{dataset}-seed{seed}")
+def evaluate_task(model: str, dataset: str, seed: int = 0, params: dict[str, Any] | None = None,
+                  dataset_dir: str | None = None, flow: str = "evaluate", device: str = "auto",
+                  threads: int | None = None, reuse_unfinished: bool = False, method: str | None = None) -> str:
+    """Apply saved model ``model`` (``run:<run_id>``) to a dataset: a run record on disk, as ``train_task``
+    (``method``: the model's, for the grid's log lines only)."""
+    logger = get_run_logger()
+    ddir = Path(dataset_dir) if dataset_dir else config.datasets_dir() / dataset
+    with pinned_threads(threads):
+        path = evaluate_model(model, ddir, seed=seed, params=params, device=device, flow=flow,
+                              reuse_unfinished=reuse_unfinished)
+    run = read_record(path)["run"]
+    logger.info("%s on %s (seed %d): %s%s", model, dataset, seed, run["status"],
                 f" ({run['error']})" if run.get("error") else "")
     return str(path)

@@ -284,3 +284,23 @@ def test_not_applicable_dataset_is_skipped_not_failed(env):
     r = Warehouse().query("SELECT status, error FROM runs WHERE run_id = ?", [out["skipped"][0]])
     assert r.status.tolist() == ["skipped"] and "1 unseen types" in r.error[0]
     assert Warehouse().query("SELECT count(*) AS n FROM metrics WHERE dataset = 'mono'").n[0] == 0
+
+
+def test_experiment_flow_runs_its_cells_on_a_runner_and_reuses_them(env):
+    """`experiment` (flows/experiment.py): the quick form's cells through train-all's runners, published; a
+    second run reuses every cell; --rerun on the process pool runs them again there."""
+    from flows.experiment import experiment
+
+    params = _untuned(env)
+    out = experiment(name="untuned_similarity", quick=True, params=params)
+    # train-all above may have run the same configurations already: those runs count as the cells' runs
+    assert out["failed"] == [] and out["ran"] + out["reused"] == 2
+    again = experiment(name="untuned_similarity", quick=True, params=params)
+    assert again["ran"] == 0 and again["reused"] == 2
+    assert [c["run_id"] for c in again["cells"]] == [c["run_id"] for c in out["cells"]]
+    pooled = experiment(name="untuned_similarity", quick=True, params=params, runner="process:2", rerun=True)
+    assert pooled["ran"] == 2 and pooled["failed"] == []
+    assert not {c["run_id"] for c in pooled["cells"]} & {c["run_id"] for c in out["cells"]}
+    _, rows = Warehouse().query_rows("SELECT count(*) FROM experiment_runs WHERE experiment = 'untuned_similarity' "
+                                     "AND mode = 'quick' AND run_id IN (SELECT run_id FROM runs)")
+    assert rows[0][0] == 2

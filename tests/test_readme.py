@@ -55,7 +55,10 @@ def test_no_duckdb_shell_assumed_and_licences():
         assert needle in README, needle
 
 
-DOCS = sorted((REPO / "docs").rglob("*.md"))
+# docs/results/ pages are generated from the warehouse and end, by design, with the run ids and code version
+# that made them (eventatlas report --markdown); their README is written by hand and checked
+DOCS = sorted(p for p in (REPO / "docs").rglob("*.md")
+              if p.parent != REPO / "docs" / "results" or p.name == "README.md")
 # Experiment logs do not belong in a manual: issue numbers, work rounds, run ids (a timestamp such as
 # 20261123T151345, or method-dataset-sN-<8 hex>), people, and paths of the machine it was written on.
 LOG_PATTERNS = {

@@ -59,3 +59,46 @@ SELECT s.run_id, r.method,
        s.terms
 FROM train_steps s
 JOIN runs r USING (run_id);
+
+-- Each declared experiment's table (migration 010): per (row, column) the mean, sample std and n over the
+-- metric rows its filter selects among the experiment's runs (n = seeds when the filter names one
+-- configuration; n_configs > 1 says it matched several), shown values (x scale) beside the reference
+-- figure, its source and the goal. Judging the goal (met / not met) is eventatlas.experiments.results.
+-- A table filter value: NULL matches anything, `~regex` a full regular-expression match, anything else a
+-- LIKE pattern (% any text; without % the value itself).
+CREATE OR REPLACE MACRO experiment_match(v, f) AS
+    f IS NULL OR (v IS NOT NULL AND CASE WHEN starts_with(f, '~') THEN regexp_full_match(v, substr(f, 2))
+                                         ELSE v LIKE f END);
+
+CREATE OR REPLACE VIEW experiment_results AS
+WITH rows_ AS (
+    SELECT DISTINCT c.experiment, c.mode, c.row_label, c.col_label, m.run_id, m.seed, m.value,
+           concat_ws('|', m.task, m.dataset, m.split, m.setting, m.method, m.trained_on, m.representation,
+                     m.clustering, m.variant) AS config
+    FROM experiment_table_cells c
+    JOIN experiment_runs er ON er.experiment = c.experiment AND er.mode = c.mode
+                            AND experiment_match(er.cell, c.cell)
+    JOIN runs r ON r.run_id = er.run_id AND r.status = 'completed'
+    JOIN metrics m ON m.run_id = er.run_id AND m.metric = c.metric AND m.value IS NOT NULL
+     AND experiment_match(m.task, c.task) AND experiment_match(m.dataset, c.dataset)
+     AND experiment_match(m.split, c.split) AND experiment_match(m.setting, c.setting)
+     AND experiment_match(m.method, c.method) AND experiment_match(m.trained_on, c.trained_on)
+     AND experiment_match(m.representation, c.representation)
+     AND experiment_match(m.clustering, c.clustering) AND experiment_match(m.variant, c.variant)
+), agg AS (
+    SELECT experiment, mode, row_label, col_label, avg(value) AS mean, stddev_samp(value) AS std,
+           count(*) AS n, count(DISTINCT config) AS n_configs, list(DISTINCT run_id ORDER BY run_id) AS run_ids
+    FROM rows_ GROUP BY ALL
+)
+SELECT c.experiment, c.mode, c.row_label, c.col_label, c.row_order, c.col_order, c.metric,
+       coalesce(d.higher_is_better, true) AS higher_is_better,
+       a.mean, a.std, coalesce(a.n, 0) AS n, a.n_configs, a.run_ids,
+       a.mean * c.scale AS mean_shown, a.std * c.scale AS std_shown,
+       ref.value AS reference, ref.paper, ref.table_ref, ref.setting AS reference_setting,
+       e.goal, e.title
+FROM experiment_table_cells c
+LEFT JOIN agg a USING (experiment, mode, row_label, col_label)
+LEFT JOIN experiment_references ref ON ref.experiment = c.experiment AND ref.row_label = c.row_label
+                                    AND ref.col_label = c.col_label
+LEFT JOIN experiments e ON e.experiment = c.experiment AND e.mode = c.mode
+LEFT JOIN metric_direction d ON d.metric = c.metric;

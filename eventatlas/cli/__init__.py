@@ -288,7 +288,7 @@ def prefect_guard():
     return guarded(print_warning)
 
 
-from . import atlas, data, models, results, tools, train  # noqa: E402,F401 - each module registers its commands on `app`
+from . import atlas, data, experiment, models, results, tools, train  # noqa: E402,F401 - each module registers its commands on `app`
 
 
 def main() -> Any:  # pragma: no cover - console entry point

@@ -74,12 +74,24 @@ def leaderboard(
 @app.command()
 def report(
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="instead, write one Markdown page per declared "
+                                            "experiment into this directory (docs/results/ is made by this)"),
 ) -> None:
     """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
     per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
     from ..report import write_report
     from ..warehouse import WarehouseError
 
+    if markdown is not None:
+        from ..experiments.results import write_markdown
+
+        try:
+            pages = write_markdown(markdown)
+        except WarehouseError as e:
+            _fail(str(e))
+        console.print(f"{len(pages)} experiment page(s) written to {markdown}: {', '.join(p.name for p in pages)}",
+                      soft_wrap=True, markup=False)
+        return
     try:
         path = write_report(out)
     except WarehouseError as e:

@@ -1,0 +1,134 @@
+"""Declared experiments: ``eventatlas experiment list | show NAME | run NAME`` (experiments/*.yaml)."""
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+from . import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
+
+exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
+                      "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")
+app.add_typer(exp_app, name="experiment")
+
+
+def _load(name: str, quick: bool = False):
+    from ..experiments import ExperimentError, load
+
+    try:
+        return load(name, quick=quick)
+    except ExperimentError as e:
+        _fail(str(e), code=2)
+
+
+@exp_app.command("list")
+def list_() -> None:
+    """Every declared experiment: name, methods, datasets, seeds, cells, whether it has a quick form."""
+    from ..experiments import ExperimentError, experiment_files, load
+
+    rows = []
+    for name in experiment_files():
+        try:
+            e = load(name)
+        except ExperimentError as err:
+            _fail(str(err), code=2)
+        rows.append((name, ", ".join(e.methods), ", ".join(e.dataset_name(a) for a in e.datasets),
+                     ",".join(map(str, e.seeds)), len(e.all_cells()), "yes" if e.quick else "no", e.title))
+    print_rows(["experiment", "methods", "datasets", "seeds", "cells", "quick", "title"], rows,
+               title="declared experiments (experiments/*.yaml)")
+
+
+@exp_app.command()
+def show(name: str = typer.Argument(..., help="experiment name (`eventatlas experiment list`)"),
+         quick: bool = typer.Option(False, "--quick", help="show the quick (shipped samples) form")) -> None:
+    """The resolved declaration: datasets, params, cells, table, references, goal."""
+    from ..experiments.run import describe
+
+    console.print(describe(_load(name, quick)), markup=False, highlight=False, soft_wrap=True)
+
+
+@exp_app.command()
+def run(
+    name: str = typer.Argument(..., help="experiment name (`eventatlas experiment list`)"),
+    quick: bool = typer.Option(False, "--quick", help="its quick form: the shipped samples, in seconds"),
+    runner: str = typer.Option("local", "--runner", help="local | process[:N] | dask[:N] | dask:tcp://host:8786 | "
+                               "ray[:N] | ray:ADDRESS (as train-all; README 'Scale out')"),
+    seeds: Optional[List[str]] = typer.Option(None, "--seeds", help="override the declared seeds"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+    rerun: bool = typer.Option(False, "--rerun", help="run every cell again, even those whose runs finished"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} merged over the "
+                                         "experiment's (e.g. another model_id)"),
+) -> None:
+    """Run an experiment's cells (finished ones are reused), publish them and print its table."""
+    from ..device import DeviceUnavailable
+    from ..experiments import ExperimentError
+    from ..experiments.run import check_datasets
+    from ..experiments.spec import _merge
+    from ..methods import ParamError, get_spec
+    from ..scaleout import parse_runner
+
+    exp = _load(name, quick)
+    try:
+        p = json.loads(params) if params else {}
+        s = [int(x) for x in split(seeds)] if seeds else None
+        for cell in exp.all_cells():
+            if cell.method:
+                get_spec(cell.method).validate(_merge(exp.cell_params(cell), p.get(cell.method, {})))
+        check_datasets(exp)
+        parse_runner(runner)
+    except (ValueError, ParamError, ExperimentError) as e:
+        msg = f"{exp.source}: {e}" if isinstance(e, ParamError) else str(e)
+        _fail(msg if not isinstance(e, json.JSONDecodeError) else f"bad --params: {e}", code=2)
+    check_device(device)
+    if runner == "local" and not use_prefect():  # the one-shot path: no temporary Prefect server
+        from ..experiments.run import run_experiment, run_jobs_here
+        from ..publishing import publish_records
+
+        def publish(recs: list[str]) -> None:
+            publish_records(recs, warn=print_warning)
+
+        try:
+            out = run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish), publish=publish, seeds=s,
+                                 device=device, rerun=rerun, params=p, say=_say).as_dict()
+        except DeviceUnavailable as e:
+            _fail(str(e), code=2)
+    else:
+        from flows.experiment import experiment as flow
+
+        with prefect_guard():
+            try:
+                out = flow(name=name, quick=quick, runner=runner, seeds=s, device=device, rerun=rerun, params=p)
+            except RuntimeError as e:
+                _fail(str(e))
+    for c in out["cells"]:
+        console.print(f"  {c['cell']} seed {c['seed']}: {'reused' if c['reused'] else 'ran'} {c['run_id'] or '-'} "
+                      f"({c['status']})", markup=False, soft_wrap=True)
+    console.print(f"experiment {name} ({exp.mode}): {out['ran']} cell run(s) ran, {out['reused']} reused",
+                  markup=False, soft_wrap=True)
+    show_table(name, exp.mode)
+    if out["failed"]:
+        _fail(f"experiment {name}: {len(out['failed'])} cell(s) failed: {'; '.join(out['failed'])}")
+
+
+def _say(msg: str) -> None:
+    console.print(msg, markup=False, soft_wrap=True, highlight=False)
+
+
+def show_table(name: str, mode: str) -> None:
+    """The experiment's table from the warehouse (``experiment_results``), with the goal's verdict."""
+    from ..experiments.results import _cell, _grid, _value, load
+    from ..warehouse import Warehouse
+
+    e = next((x for x in load(Warehouse(), mode) if x["experiment"] == name), None)
+    if e is None:
+        return
+    rows, cols = _grid(e)
+    print_rows(["", *cols], [(r, *[_value(_cell(e, r, c)) + (f" ({_cell(e, r, c)['reference']:.1f})"
+                                                              if _cell(e, r, c)["reference"] is not None else "")
+                                   for c in cols]) for r in rows],
+               title=f"{e['title']} ({mode}; mean ± std (n) over seeds, fractions x100; the reference in parentheses)")
+    verdict, reasons = e["verdict"]
+    console.print(f"goal: {' '.join(e['goal'].split())} -> {verdict}", markup=False, soft_wrap=True)
+    for x in reasons:
+        console.print(f"  {x}", markup=False, soft_wrap=True)

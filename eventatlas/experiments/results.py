@@ -1,0 +1,213 @@
+"""Experiments' tables from the warehouse (view ``experiment_results``, migration 010), the goal judged
+(met / not met), and their rendering: a Markdown page per experiment (``eventatlas report --markdown DIR``,
+the pages under docs/results/) and a section of the HTML report. Reads the warehouse read-only; the
+output depends only on the warehouse (no clock), so a page regenerates byte for byte.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..warehouse import Warehouse
+
+
+def _has_tables(wh: Warehouse) -> bool:
+    _, rows = wh.query_rows("SELECT table_name FROM information_schema.tables WHERE table_name = 'experiment_results'")
+    return bool(rows)
+
+
+def load(wh: Warehouse, mode: str | None = None) -> list[dict[str, Any]]:
+    """One dict per (experiment, mode) in the warehouse: its declaration, cells, runs and plots."""
+    if not wh.path.exists() or not _has_tables(wh):
+        return []
+    ecols, exps = wh.query_rows("SELECT experiment, mode, title, description, goal, goal_rule, diagnosis, spec_sha256 "
+                                "FROM experiments" + (" WHERE mode = ?" if mode else "") + " ORDER BY experiment, mode",
+                                [mode] if mode else [])
+    out = []
+    for e in (dict(zip(ecols, r)) for r in exps):
+        key = [e["experiment"], e["mode"]]
+        ccols, cells = wh.query_rows("SELECT * FROM experiment_results WHERE experiment = ? AND mode = ? "
+                                     "ORDER BY row_order, col_order, paper", key)
+        rcols, runs = wh.query_rows(
+            "SELECT er.cell, er.seed, er.run_id, er.reused, r.status, r.code_version, r.method FROM experiment_runs er "
+            "LEFT JOIN runs r USING (run_id) WHERE er.experiment = ? AND er.mode = ? ORDER BY er.cell, er.seed", key)
+        _, refs = wh.query_rows("SELECT DISTINCT paper, table_ref, setting FROM experiment_references "
+                                "WHERE experiment = ? ORDER BY paper, table_ref", [e["experiment"]])
+        _, plots = wh.query_rows(
+            "SELECT a.run_id, a.kind, a.path FROM artifacts a JOIN experiment_runs er USING (run_id) WHERE "
+            "er.experiment = ? AND er.mode = ? AND a.kind LIKE 'plot/%' ORDER BY a.run_id, a.kind", key)
+        e["goal_rule"] = json.loads(e["goal_rule"]) if e["goal_rule"] else {}
+        e["cells"] = [dict(zip(ccols, r)) for r in cells]
+        e["runs"] = [dict(zip(rcols, r)) for r in runs]
+        e["sources"] = refs
+        e["plots"] = plots
+        e["verdict"] = judge(e)
+        out.append(e)
+    return out
+
+
+def _cell(e: dict[str, Any], row: str, col: str) -> dict[str, Any] | None:
+    return next((c for c in e["cells"] if c["row_label"] == row and c["col_label"] == col), None)
+
+
+def judge(e: dict[str, Any]) -> tuple[str, list[str]]:
+    """(``met`` | ``not met`` | ``not judged``, one reason per rule) from the goal's ``within`` / ``beats``."""
+    rule, reasons, ok, missing = e["goal_rule"], [], [], False
+    within = rule.get("within")
+    if within is not None:
+        for c in e["cells"]:
+            if c["reference"] is None or c["mean_shown"] is None:
+                continue
+            gap = (c["mean_shown"] - c["reference"]) * (1 if c["higher_is_better"] else -1)
+            two = rule.get("two_sided")
+            ok.append(abs(gap) <= within if two else gap >= -within)
+            reasons.append(f"{c['row_label']} / {c['col_label']}: {c['mean_shown']:.1f} vs reference "
+                           f"{c['reference']:.1f} ({gap:+.1f}; allowed {'±' if two else '-'}{within:g})")
+    for b in rule.get("beats") or []:
+        a = _cell(e, *b["cell"])
+        if b.get("over"):
+            o = _cell(e, *b["over"])
+            name, target = " / ".join(b["over"]), (o or {}).get("mean_shown")
+        else:
+            name, target = "the figure", b.get("at_least")
+        if not a or a["mean_shown"] is None or target is None:
+            reasons.append(f"{' / '.join(b['cell'])} over {name}: no value yet")
+            missing = True
+            continue
+        gap = (a["mean_shown"] - target) * (1 if a["higher_is_better"] else -1)
+        ok.append(gap >= b["by"])
+        reasons.append(f"{' / '.join(b['cell'])} {a['mean_shown']:.1f} vs {name} {target:.1f}: {gap:+.1f} "
+                       f"(needs {b['by']:+g})")
+    if not all(ok):
+        return "not met", reasons
+    if missing or not ok:  # a rule without values yet: nothing to say either way
+        return "not judged", reasons or ["no cell with both a value and a reference yet"]
+    return "met", reasons
+
+
+def _value(c: dict[str, Any] | None) -> str:
+    if c is None or c["mean_shown"] is None:
+        return "–"
+    std = f" ± {c['std_shown']:.1f}" if c["std_shown"] is not None else ""
+    many = f", {c['n_configs']} configs" if (c["n_configs"] or 1) > 1 else ""
+    return f"{c['mean_shown']:.1f}{std} (n={c['n']}{many})"
+
+
+def _grid(e: dict[str, Any]) -> tuple[list[str], list[str]]:
+    rows = list(dict.fromkeys(c["row_label"] for c in e["cells"]))
+    cols = list(dict.fromkeys(c["col_label"] for c in e["cells"]))
+    return rows, cols
+
+
+def _md_escape(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(e: dict[str, Any]) -> str:
+    """The experiment's page: table (ours beside the paper's), goal and verdict, diagnosis, runs, plots."""
+    rows, cols = _grid(e)
+    verdict, reasons = e["verdict"]
+    metric = ", ".join(dict.fromkeys(c["metric"] for c in e["cells"]))
+    lines = [f"# {e['title']}", "",
+             "<!-- generated by `eventatlas report --markdown DIR` from the warehouse; do not edit by hand: "
+             f"edit experiments/{e['experiment']}.yaml and rerun the experiment -->", ""]
+    if e["description"]:
+        lines += [e["description"].strip(), ""]
+    lines += [f"Experiment `{e['experiment']}` ({e['mode']}; `eventatlas experiment run {e['experiment']}"
+              f"{' --quick' if e['mode'] == 'quick' else ''}`). Metric: {metric}; mean ± sample std over seeds "
+              "(n = metric rows), fractions x100; the reference figure in brackets.", ""]
+    lines += ["| | " + " | ".join(_md_escape(c) for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for r in rows:
+        cells = []
+        for col in cols:
+            c = _cell(e, r, col)
+            ref = f" [{c['reference']:.1f}]" if c and c["reference"] is not None else ""
+            cells.append(_value(c) + ref)
+        lines.append(f"| {_md_escape(r)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if e["sources"]:
+        lines += ["Reference figures: " + "; ".join(
+            f"{p}" + (f", {t}" if t else "") + (f" ({s})" if s else "") for p, t, s in e["sources"]) + ".", ""]
+    lines += [f"**Goal:** {e['goal'].strip()}", "", f"**Status: {verdict}.**", ""]
+    lines += [f"- {x}" for x in reasons] + [""]
+    if e["diagnosis"]:
+        lines += ["## Diagnosis", "", e["diagnosis"].strip(), ""]
+    if e["plots"]:
+        lines += ["## Plots", ""] + [f"- `{k}` of run `{rid}`: `{_in_run(rid, p)}`" for rid, k, p in e["plots"]]
+        lines.append("")
+    runs = e["runs"]
+    versions = sorted({str(r["code_version"]) for r in runs if r["code_version"]})
+    lines += ["---", "", "Runs (cell, seed, run id, status" + ", reused" + "):", ""]
+    lines += [f"- {r['cell']} seed {r['seed']}: `{r['run_id']}` {r['status'] or 'not in the warehouse'}"
+              + (" (reused)" if r["reused"] else "") for r in runs]
+    lines += ["", f"Code version: {', '.join(versions) or 'unknown'}. Declaration digest {e['spec_sha256']}.", ""]
+    return "\n".join(lines)
+
+
+def _in_run(run_id: str, path: str) -> str:
+    """``runs/<run_id>/...`` of an artifact path: relative to the data root, never this machine's path."""
+    marker = f"/runs/{run_id}/"
+    p = "/" + str(path).replace("\\", "/")
+    return f"runs/{run_id}/" + (p.split(marker, 1)[1] if marker in p else Path(path).name)
+
+
+def write_markdown(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode: str | None = None) -> list[Path]:
+    """One page per experiment (and mode) in ``out_dir`` (``<name>.md``; ``<name>.quick.md`` for the quick
+    form), each written atomically; returns the paths."""
+    from ..io import atomic_write_text
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for e in load(wh or Warehouse(), mode):
+        p = out / f"{e['experiment']}{'.quick' if e['mode'] == 'quick' else ''}.md"
+        atomic_write_text(p, markdown(e))
+        paths.append(p)
+    return paths
+
+
+def _h(v: Any) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def html_section(experiments: list[dict[str, Any]]) -> str:
+    """The report's experiments section: per experiment its table beside the paper's figures, goal,
+    met / not met, diagnosis, the plots its runs attached and links (ids) to the runs."""
+    from ..plots import png_data_uri
+
+    if not experiments:
+        return '<p class="muted">No declared experiment has run yet (`eventatlas experiment list`).</p>'
+    parts = []
+    for e in experiments:
+        rows, cols = _grid(e)
+        verdict, reasons = e["verdict"]
+        head = "".join(f"<th>{_h(c)}</th>" for c in cols)
+        body = []
+        for r in rows:
+            tds = []
+            for col in cols:
+                c = _cell(e, r, col)
+                ref = (f'<br><span class="muted">paper {c["reference"]:.1f}</span>'
+                       if c and c["reference"] is not None else "")
+                mean = "" if not c or c["mean"] is None else f' data-mean="{c["mean"]!r}"'
+                tds.append(f'<td class="num"{mean}>{_h(_value(c))}{ref}</td>')
+            body.append(f"<tr><th>{_h(r)}</th>{''.join(tds)}</tr>")
+        anchor = f"exp-{e['experiment']}-{e['mode']}"
+        parts.append(
+            f'<h3 id="{_h(anchor)}">{_h(e["title"])} <span class="muted">({_h(e["experiment"])}, {_h(e["mode"])})'
+            f'</span></h3><table class="experiment" data-experiment="{_h(e["experiment"])}" data-mode="{_h(e["mode"])}">'
+            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            + (f'<p class="note">Reference: {_h("; ".join(" ".join(x for x in s if x) for s in e["sources"]))}</p>'
+               if e["sources"] else "")
+            + f'<p><b>Goal:</b> {_h(e["goal"])} — <b class="verdict" data-verdict="{_h(verdict)}">{_h(verdict)}</b></p>'
+            + "<ul>" + "".join(f"<li>{_h(x)}</li>" for x in reasons) + "</ul>"
+            + (f"<p><b>Diagnosis:</b> {_h(e['diagnosis'])}</p>" if e["diagnosis"] else "")
+            + "".join(f'<figure><img alt="{_h(k)}" src="{png_data_uri(p)}" style="max-width:600px">'
+                      f"<figcaption>{_h(k)} ({_h(rid)})</figcaption></figure>"
+                      for rid, k, p in e["plots"] if p and Path(p).is_file() and png_data_uri(p))
+            + '<p class="note">Runs: ' + ", ".join(f'<a href="#run-{_h(r["run_id"])}">{_h(r["cell"])} s{_h(r["seed"])}'
+                                                  f"</a>" for r in e["runs"]) + "</p>")
+    return "".join(parts)

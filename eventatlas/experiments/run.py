@@ -1,0 +1,237 @@
+"""Running a declared experiment: its datasets, then its training cells, then its evaluate cells, each cell x
+seed once. No Prefect here: the caller passes ``execute(jobs) -> record paths`` (the Prefect flow hands
+the jobs to the train-all machinery and its runners; the CLI's Prefect-free path runs them here), and
+the publish path records everything.
+
+A cell x seed whose run already finished with the same method, config, data fingerprint and code version
+(in the warehouse, or as a finished run record on disk) is reused, not run again (``rerun`` forces); a
+run killed half-way is taken over by the next attempt (``reuse_unfinished``), so killing an experiment
+and starting it again finishes only the missing cells.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .. import config
+from .spec import Experiment, ExperimentError, _merge
+
+Execute = Callable[[list[dict[str, Any]]], list[str]]
+Publish = Callable[[list[str]], Any]
+
+
+def dataset_input(exp: Experiment, alias: str) -> Path | None:
+    """Where a missing dataset is ingested from: its sample, its ``input``, or the registry's default input."""
+    from ..registry import dataset_entry
+
+    ref = exp.datasets[alias]
+    entry = dataset_entry(ref.reader)
+    if ref.sample:  # the reader's sample, or `input` under datasets/samples
+        rel = ref.input or entry.get("sample")
+        return config.samples_dir() / rel if rel else None
+    rel = ref.input or entry.get("path")
+    if rel is None:
+        return None
+    p = Path(rel)
+    return p if p.is_absolute() else config.shared_data() / p
+
+
+def check_datasets(exp: Experiment) -> dict[str, Path]:
+    """alias -> dataset directory; a dataset neither ingested nor ingestible is refused in one line."""
+    out = {}
+    for alias, ref in exp.datasets.items():
+        name = exp.dataset_name(alias)
+        ddir = config.datasets_dir() / name
+        if not (ddir / "manifest.json").exists():
+            src = dataset_input(exp, alias)
+            if src is None or not src.exists():
+                where = f"its input {src} is absent" if src else "it has no default input"
+                raise ExperimentError(f"{exp.source}: dataset {alias!r} ({name}) is not ingested and {where}: "
+                                      f"`eventatlas ingest {ref.reader} --path PATH --dataset {name}` first")
+        out[alias] = ddir
+    return out
+
+
+def ingest_missing(exp: Experiment, say: Callable[[str], None]) -> list[str]:
+    """Ingest each dataset that is not there from its input; returns the ingest run records."""
+    from ..ingest import ingest_dataset
+    from ..records import ingest_record
+    from ..runinfo import utcnow
+
+    recs = []
+    for alias, ddir in check_datasets(exp).items():
+        if (ddir / "manifest.json").exists():
+            continue
+        ref, src = exp.datasets[alias], dataset_input(exp, alias)
+        say(f"dataset {ddir.name}: not ingested, ingesting {src} with reader {ref.reader}")
+        started = utcnow().isoformat()
+        man = ingest_dataset(ref.reader, str(src), dataset=ddir.name)
+        recs.append(str(ingest_record(man, {"name": ref.reader, "path": str(src), "dataset": ddir.name,
+                                            "experiment": exp.name}, started)))
+    return recs
+
+
+@dataclass
+class CellRun:
+    cell: str
+    seed: int
+    job: dict[str, Any]
+    prefix: str
+    run_id: str | None = None
+    record: str | None = None
+    reused: bool = False
+    status: str | None = None
+
+
+def finished_run(prefix: str) -> tuple[str, str | None, bool] | None:
+    """The newest completed run of ``prefix`` made by this code version: (run_id, record path or None,
+    whether the warehouse has it), from the warehouse first, else a finished run record on disk."""
+    from ..records import RecordError, read_record
+    from ..runinfo import code_version
+    from ..warehouse import Warehouse, WarehouseError
+
+    version = code_version()
+    wh = Warehouse()
+    if wh.path.exists():
+        try:
+            _, rows = wh.query_rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND status = 'completed' "
+                                    "AND code_version = ? ORDER BY finished_at DESC NULLS LAST, run_id DESC LIMIT 1",
+                                    [prefix + "-", version])
+        except WarehouseError:
+            rows = []
+        if rows:
+            rec = config.runs_dir() / rows[0][0] / "run.json"
+            return rows[0][0], str(rec) if rec.exists() else None, True
+    for d in sorted(config.runs_dir().glob(f"{prefix}-*"), key=lambda p: p.name, reverse=True):
+        try:
+            run = read_record(d / "run.json")["run"]
+        except RecordError:
+            continue
+        if run.get("status") == "completed" and run.get("code_version") == version:
+            return run["run_id"], str(d / "run.json"), False
+    return None
+
+
+@dataclass
+class Outcome:
+    experiment: str
+    mode: str
+    cells: list[CellRun] = field(default_factory=list)
+    ran: int = 0
+    reused: int = 0
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{c.cell} seed {c.seed}: {c.status}" for c in self.cells
+                if not str(c.status).startswith(("completed", "skipped"))]  # skipped: not applicable, said
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "mode": self.mode, "ran": self.ran, "reused": self.reused,
+                "failed": self.failed, "cells": [{"cell": c.cell, "seed": c.seed, "run_id": c.run_id,
+                                                   "status": c.status, "reused": c.reused} for c in self.cells]}
+
+
+def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds: Iterable[int] | None = None,
+                   device: str = "auto", rerun: bool = False, params: dict[str, dict[str, Any]] | None = None,
+                   say: Callable[[str], None] = print, flow: str = "experiment") -> Outcome:
+    """Run (or reuse) every cell x seed of ``exp``; publish the runs and the experiment's record
+    (:func:`eventatlas.publishing.publish_experiment`). ``params``: method -> params merged over the
+    experiment's (e.g. another encoder). Cells that fail are recorded; see ``Outcome.failed``."""
+    from ..publishing import publish_experiment
+    from ..records import read_record
+    from ..runner import evaluation_prefix, training_prefix
+
+    seeds = [int(s) for s in (seeds if seeds is not None else exp.seeds)]
+    ddirs = check_datasets(exp)
+    ingested = ingest_missing(exp, say)
+    if ingested:
+        publish(ingested)
+    out = Outcome(exp.name, exp.mode)
+    cells = exp.all_cells()
+    by_key: dict[tuple[str, int], CellRun] = {}
+    for phase in ("train", "evaluate"):
+        todo: list[CellRun] = []
+        for cell in cells:
+            if (cell.method is None) != (phase == "evaluate"):
+                continue
+            ddir = ddirs[cell.dataset]
+            for seed in seeds:
+                if phase == "train":
+                    p = _merge(exp.cell_params(cell), (params or {}).get(cell.method, {}))
+                    job = {"method": cell.method, "dataset": ddir.name, "seed": seed, "params": p,
+                           "dataset_dir": str(ddir), "device": device, "flow": flow}
+                    prefix = training_prefix(cell.method, ddir, seed=seed, params=p, device=device)
+                else:
+                    trained = by_key[(cell.evaluate, seed)]
+                    if trained.status != "completed":
+                        cr = CellRun(cell.name, seed, {}, "", status=f"skipped (cell {cell.evaluate} did not "
+                                                                      f"complete: no model to apply)")
+                        out.cells.append(cr)
+                        continue
+                    ref = f"run:{trained.run_id}"
+                    job = {"model": ref, "method": trained.job["method"], "dataset": ddir.name, "seed": seed,
+                           "params": cell.params, "dataset_dir": str(ddir), "device": device, "flow": flow}
+                    prefix = evaluation_prefix(ref, ddir, seed=seed, params=cell.params)
+                cr = CellRun(cell.name, seed, job, prefix)
+                found = None if rerun else finished_run(prefix)
+                if found is not None:
+                    cr.run_id, cr.record, in_wh = found
+                    cr.reused, cr.status = True, "completed"
+                    say(f"cell {cell.name} seed {seed}: reused run {cr.run_id} (same method, config, data and "
+                        f"code version; --rerun runs it again)")
+                    if not in_wh and cr.record:  # finished before a kill, never published: publish it now
+                        publish([cr.record])
+                else:
+                    todo.append(cr)
+                by_key[(cell.name, seed)] = cr
+                out.cells.append(cr)
+        if todo:
+            say(f"{phase}: running {len(todo)} cell(s): " + ", ".join(f"{c.cell} seed {c.seed}" for c in todo))
+            records = execute([c.job for c in todo])
+            for cr, rec in zip(todo, records):
+                run = read_record(rec)["run"]
+                cr.run_id, cr.record, cr.status = run["run_id"], rec, run["status"]
+                if run.get("error"):
+                    cr.status = f"{run['status']} ({run['error']})"
+            for cr in todo[len(records):]:
+                cr.status = "lost (no run record)"
+        out.ran += len(todo)
+    out.reused = sum(c.reused for c in out.cells)
+    links = [{"cell": c.cell, "seed": c.seed, "run_id": c.run_id, "reused": c.reused}
+             for c in out.cells if c.run_id]
+    publish_experiment(exp, links)
+    return out
+
+
+def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish) -> list[str]:
+    """The Prefect-free executor: each job in this process (``run_method`` / ``evaluate_model``),
+    published as soon as it finishes (so a kill loses at most the running cell)."""
+    from ..runner import evaluate_model, run_method
+
+    records = []
+    for job in jobs:
+        job = dict(job)
+        ddir, flow = job.pop("dataset_dir"), job.pop("flow", "experiment")
+        if "model" in job:
+            rec = evaluate_model(job["model"], ddir, seed=job["seed"], params=job["params"], device=job["device"],
+                                 flow=flow, reuse_unfinished=True)
+        else:
+            rec = run_method(job["method"], ddir, seed=job["seed"], params=job["params"], device=job["device"],
+                             flow=flow, reuse_unfinished=True)
+        publish([str(rec)])
+        records.append(str(rec))
+    return records
+
+
+def describe(exp: Experiment) -> str:
+    """What ``eventatlas experiment show`` prints: the resolved declaration as YAML."""
+    import yaml
+
+    data = json.loads(exp.model_dump_json(exclude={"quick", "source"}))
+    data["cells"] = [c.model_dump(exclude_none=True, exclude_defaults=True) | {"name": c.name, "dataset": c.dataset}
+                     for c in exp.all_cells()]
+    data["datasets"] = {a: {**r.model_dump(exclude_none=True), "name": exp.dataset_name(a)}
+                        for a, r in exp.datasets.items()}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)

@@ -1,0 +1,80 @@
+"""The fixture behind the committed docs/results pages: the experiments' runs (records and metrics,
+paths made relative) and which run answers which cell, exported from a data root; and the warehouse built
+from it (what `test_committed_result_pages_equal_a_regeneration` regenerates the pages from).
+
+Refresh after changing an experiment (the pages say which runs and code version made them):
+
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb eventatlas experiment run NAME [--quick]   # each page
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py
+    # = export into tests/fixtures/experiments, then `eventatlas report --markdown docs/results` on its warehouse
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "experiments"
+
+
+def export(out: Path = FIXTURE) -> dict:
+    """The experiments' linked runs (quick and full) of the configured warehouse into ``out``."""
+    from eventatlas import config
+    from eventatlas.records import read_record
+    from eventatlas.warehouse import Warehouse
+
+    _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
+                                     "ORDER BY experiment, mode, cell, seed")
+    if (out / "runs").exists():
+        shutil.rmtree(out / "runs")
+    links: dict[str, dict[str, list]] = {}
+    for exp, mode, cell, seed, run_id, reused in rows:
+        links.setdefault(exp, {}).setdefault(mode, []).append({"cell": cell, "seed": seed, "run_id": run_id,
+                                                               "reused": reused})
+        src = config.runs_dir() / run_id
+        rec = read_record(src / "run.json")
+        dst = out / "runs" / run_id
+        dst.mkdir(parents=True, exist_ok=True)
+        if rec.get("metrics_path"):
+            shutil.copy2(rec["metrics_path"], dst / "metrics.parquet")
+            rec["metrics_path"] = "metrics.parquet"
+        rec["train_steps_path"] = rec["train_evals_path"] = None  # not on the pages
+        rec["artifacts"] = [{**a, "path": Path(a["path"]).name} for a in rec.get("artifacts") or [] if a.get("path")]
+        rec.pop("model", None)
+        # no path of the machine that ran them: an absolute path keeps its last part
+        text = re.sub(r'"(/[^"]+)"', lambda m: json.dumps(Path(m.group(1)).name), json.dumps(rec, indent=1, sort_keys=True))
+        (dst / "run.json").write_text(text, encoding="utf-8")
+    (out / "links.json").write_text(json.dumps(links, indent=1, sort_keys=True), encoding="utf-8")
+    return links
+
+
+def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
+    """A warehouse under ``root`` holding the fixture: its runs published and each experiment's links."""
+    from eventatlas.experiments import load
+    from eventatlas.publishing import publish_experiment, publish_records
+    from eventatlas.warehouse import Warehouse
+
+    runs = root / "runs"
+    shutil.copytree(fixture / "runs", runs)
+    wh = Warehouse(root / "fixture.duckdb")
+    publish_records(sorted(runs.glob("*/run.json")), warehouse_path=wh.path, data_root=root)
+    for name, modes in json.loads((fixture / "links.json").read_text(encoding="utf-8")).items():
+        for mode, links in modes.items():
+            publish_experiment(load(name, quick=mode == "quick"), links, warehouse_path=wh.path)
+    return wh
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from eventatlas.experiments.results import write_markdown
+
+    links = export()
+    print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs into {FIXTURE}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in write_markdown(ROOT / "docs" / "results", fixture_warehouse(Path(tmp))):
+            print(p)
