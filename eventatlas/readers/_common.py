@@ -302,6 +302,14 @@ def require(obj: Any, keys: Sequence[str]) -> list[str]:
     return [k for k in keys if k not in obj or obj[k] is None]
 
 
+def missing_trigger_fields(event: Any) -> list[str]:
+    """Missing fields of a gen-arg style event mention ``{event_type, trigger: {start, end, text}}``
+    (WikiEvents, TextEE)."""
+    miss = require(event, ("event_type", "trigger"))
+    trig = event.get("trigger") if isinstance(event, dict) else None
+    return miss + (require(trig, ("start", "end", "text")) if isinstance(trig, dict) else ([] if miss else ["trigger"]))
+
+
 def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, spans: Sequence[tuple[int, int]],
                      sentence: str) -> tuple[int, int] | None:
     """Character span of a MAVEN-style event ``{text, start, end, event_type}`` with end-exclusive token

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator
 
 from ..io import InputError, Rejects
 from .ace2005 import TYPES as ACE_TYPES  # ACE definitions, for the ACE-family sets
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, mention_row, record_guard, require, sentence_and_spans
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, mention_row, missing_trigger_fields, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "textee"
 SPLIT_FILES = {"train.json": "train", "dev.json": "dev", "test.json": "test"}
@@ -148,12 +148,11 @@ def _window(rejects: Rejects, f: Path, n: int, rec: dict, stats: dict | None) ->
     events = []
     for ei, ev in enumerate(rec.get("event_mentions") or []):
         eloc = f"{loc} event_mentions[{ei}]"
-        miss = require(ev, ("event_type", "trigger"))
-        trig = ev.get("trigger") if isinstance(ev, dict) else None
-        miss += require(trig, ("start", "end", "text")) if isinstance(trig, dict) else ([] if miss else ["trigger"])
+        miss = missing_trigger_fields(ev)
         if miss:
             rejects.add(f, eloc, "missing_field", f"event lacks {', '.join(miss)}", ev)
             continue
+        trig = ev["trigger"]
         if not isinstance(ev["event_type"], str) or not ev["event_type"]:
             rejects.add(f, eloc, "bad_field", f"event_type {ev['event_type']!r} is not a type name", ev)
             continue

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..io import InputError, Rejects
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, record_guard, require
+from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, missing_trigger_fields, record_guard, require
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -104,12 +104,11 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
                                     "sentences": [s[0] for s in sents], "source": f.name, "split": split, "extra": None}
                 for ei, ev in enumerate(doc["event_mentions"]):
                     eloc = f"{loc} event_mentions[{ei}]"
-                    miss = require(ev, ("event_type", "trigger"))
-                    trig = ev.get("trigger") if isinstance(ev, dict) else None
-                    miss += require(trig, ("start", "end", "text")) if isinstance(trig, dict) else ([] if miss else ["trigger"])
+                    miss = missing_trigger_fields(ev)
                     if miss:
                         rejects.add(f, eloc, "missing_field", f"missing {', '.join(miss)}", ev)
                         continue
+                    trig = ev["trigger"]
                     if not is_label(ev["event_type"]):
                         rejects.add(f, eloc, "bad_record", f"event_type {ev['event_type']!r} is not a type name", ev)
                         continue
