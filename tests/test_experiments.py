@@ -336,3 +336,22 @@ def test_sigkilled_experiment_finishes_only_the_missing_cells(world, tmp_path):
     # killed inside the slow cell: its directory is taken over, not left beside a new one
     assert f"slow seed 0: ran {slow_dirs[0].name} (completed)" in out.stdout
     assert new("swcc-event_tuples_sample-*") == slow_dirs
+
+
+def test_declaration_digest_does_not_depend_on_where_the_checkout_lies(tmp_path):
+    """The pages print the digest, and CI checks them out elsewhere: the source path is not hashed."""
+    import shutil
+
+    from eventatlas.experiments.spec import load, parse
+
+    import yaml
+
+    src = ROOT / "experiments" / "untuned_baselines.yaml"
+    moved = tmp_path / "elsewhere" / src.name
+    moved.parent.mkdir()
+    shutil.copy(src, moved)
+    here = load("untuned_baselines")
+    there = parse(yaml.safe_load(moved.read_text(encoding="utf-8")), moved)
+    assert here.source != there.source and here.digest() == there.digest()
+    changed = parse({**yaml.safe_load(moved.read_text(encoding="utf-8")), "seeds": [7]}, moved)
+    assert changed.digest() != here.digest()  # the content is hashed

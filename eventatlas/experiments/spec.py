@@ -171,7 +171,9 @@ class Experiment(_Strict):
         return out
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+        """The declaration's content hash: the same wherever the checkout lies (``source`` is a path)."""
+        body = self.model_dump(mode="json", exclude={"source"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _merge(base: Any, over: Any) -> Any:
