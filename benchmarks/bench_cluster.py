@@ -153,16 +153,16 @@ def child(case: str, n: int, k: int | None, out: str, random_base: bool = False)
                 pos += row.size
         Z = fastcluster.linkage(cond, method="average", preserve_input=False)
     elif case == "msparse":
-        from eventatlas.cluster import sparse_manifold as sm
+        from eventatlas.cluster import sparse_linkage as sl, sparse_manifold as sm
 
         nb, dist = sm.knn_distances(X, k, progress=True)
         t_knn = time.perf_counter() - t0
         W = sm.umap_weights(nb, dist, progress=True)
         del nb, dist
         t_w = time.perf_counter() - t0
-        pool, n_ = sm._pool_from_weights(W, False)
+        pool, n_ = sl.pool_from_weights(W, False)
         del W  # as manifold_linkage does: weights and row pool never both at peak
-        Z = sm._linkage_from_pool(pool, n_)
+        Z = sl.linkage_from_pool(pool, n_)
     elif case == "mdense":
         from eventatlas.cluster import dense
         from eventatlas.cluster import manifold as dm

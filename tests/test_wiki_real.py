@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from conftest import shared_path
+from eventatlas.wiki import dumpfile
 from eventatlas.wiki import wikidata as W
 from eventatlas.wiki.dumps import DumpBackend
 from eventatlas.wiki.links import all_article_links, candidate_targets, classify_target, harvest, harvest_full, link_key
@@ -22,7 +23,7 @@ def test_real_wikidata_dump_parses():
     # only items with a spatial and some temporal claim key are parsed (58 of 1,705 entities here,
     # e.g. places with a start time but no end time); none is an event by the rule
     assert not fast.rejects and fast.events == [] and 0 < fast.parsed < 100 and fast.bytes > 10_000_000
-    ents = {e["id"]: e for e in W.iter_entities(p) if e["id"] in ("Q362", "Q1")}
+    ents = {e["id"]: e for e in dumpfile.iter_entities(p) if e["id"] in ("Q362", "Q1")}
     wwii = ents["Q362"]
     assert wwii["labels"]["en"]["value"] == "World War II"
     snak = wwii["claims"]["P580"][0]["mainsnak"]["datavalue"]["value"]

@@ -1,7 +1,7 @@
 """The dump backend: Wikidata JSON dump + Wikipedia multistream XML + Wikinews XML and categorylinks.
 
 Streaming only. Sharding: the Wikidata scan splits multi-stream bz2 / plain JSON into
-shards (``wikidata.plan_shards``); Wikipedia link harvesting splits the multistream
+shards (``dumpfile.plan_shards``); Wikipedia link harvesting splits the multistream
 XML by the stream offsets of its index, each shard parsed and harvested in a worker
 process (``harvest_shard``, a pure function a Prefect task runner can map as well).
 XML is parsed with defusedxml (no DTDs, no entities).
@@ -23,7 +23,8 @@ from eventatlas.io import Rejects, fingerprint_paths
 
 from .backend import Page, normalize_title, parse_redirect
 from .links import harvest
-from .wikidata import DumpError, EventRecord, iter_entities, scan_dump
+from .dumpfile import DumpError, iter_entities
+from .wikidata import EventRecord, scan_dump
 
 
 def _local(tag: str) -> str:
