@@ -150,14 +150,8 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
             finish_record(record, "completed")
             log.info("%s (trained on %s) on %s: %d metric rows", model.ref, card.trained_on, man.dataset,
                      table.num_rows)
-        except Exception as e:
-            from .methods.base import NotApplicable
-
-            if isinstance(e, NotApplicable):
-                finish_record(record, "skipped", f"not applicable: {e}")
-            else:
-                fail_record(record, e, run_dir)
-                log.error("evaluating %s on %s failed: %s", model.ref, man.dataset, record["run"]["error"])
+        except Exception as e:  # recorded like a training run's failure
+            _record_failure(record, e, run_dir, f"{model.ref} on {man.dataset} (seed {seed})")
         return write_record(run_dir, record)
     finally:
         claim.release()
@@ -314,10 +308,22 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
         claim.release()
 
 
+def _record_failure(record: dict[str, Any], e: Exception, run_dir: Path, what: str) -> None:
+    """Finish ``record`` for a run that raised: ``skipped`` when the method declared itself not applicable,
+    else ``failed`` with the traceback beside it (:func:`eventatlas.records.fail_record`)."""
+    from .methods.base import NotApplicable
+
+    if isinstance(e, NotApplicable):
+        finish_record(record, "skipped", f"not applicable: {e}")
+        log.warning("%s skipped: %s", what, e)
+    else:
+        fail_record(record, e, run_dir)
+        log.error("%s failed: %s", what, record["run"]["error"])
+
+
 def _run_in(run_id: str, spec: Any, man: Any, seed: int, cfg: Any, fingerprint: str, resume: bool, flow: str,
             refused: Exception | None = None) -> Path:
     """The run itself, in the claimed ``runs/<run_id>``; its record is written before the claim ends."""
-    from .methods.base import NotApplicable
     from .methods.context import build_context
     from .methods.spec import json_params
 
@@ -346,12 +352,8 @@ def _run_in(run_id: str, spec: Any, man: Any, seed: int, cfg: Any, fingerprint: 
         if _is_main():
             _save_model(run_dir, record, result.metrics)
         log.info("%s on %s (seed %d): %d metric rows", method, dataset, seed, table.num_rows)
-    except NotApplicable as e:
-        finish_record(record, "skipped", f"not applicable: {e}")
-        log.warning("%s on %s (seed %d) skipped: %s", method, dataset, seed, e)
     except Exception as e:  # recorded; the flow publishes it and fails at the end
-        fail_record(record, e, run_dir)
-        log.error("%s on %s (seed %d) failed: %s", method, dataset, seed, record["run"]["error"])
+        _record_failure(record, e, run_dir, f"{method} on {dataset} (seed {seed})")
     if _is_main():
         return write_record(run_dir, record)
     return run_dir / "run.json"

@@ -61,6 +61,17 @@ def test_train_all_grounding_then_ground(world):
     steps = wh.query("SELECT DISTINCT phase FROM train_steps")
     assert {"multilabel", "hp/hp"} <= set(steps.phase)
     run_id = runs.run_id[0]
+    # the saved model: the dev-chosen bi-encoder and the cross-encoder, their weights linked to the run's
+    # own copies (one copy on disk), with the candidate vectors and the tuned threshold
+    from eventatlas.modeling.saved import resolve_ref
+
+    saved = resolve_ref(f"run:{run_id}")
+    chosen = saved.card.inference["bi_encoder"]
+    assert set(saved.card.encoders) == {"biencoder", "cross"} and saved.card.encoder == "biencoder"
+    assert saved.card.heads["cross_head"].config["tau_c"] == saved.card.inference["tau_c"]
+    run_dir = saved.path.parent
+    assert (saved.encoder_path / "model.safetensors").samefile(run_dir / chosen / "model" / "model.safetensors")
+    assert saved.head("candidates")[0]["vectors"].shape[0] == saved.card.heads["candidates"].config["n"]
 
     mention = pq.read_table(world["dataset"] / "mentions.parquet").to_pylist()[0]
     s, a, b = mention["sentence"], mention["trigger_start"], mention["trigger_end"]

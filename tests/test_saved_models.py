@@ -198,3 +198,20 @@ def test_cli_models_and_evaluate_refusals(saved, monkeypatch):
     assert "no saved model of a run 'absent'" in r.output
     r = runner.invoke(app, ["evaluate", run_dir.name[:14], "--on", "not_ingested"], terminal_width=300)
     assert r.exit_code == 2 and "dataset 'not_ingested' is not ingested" in r.output
+
+
+def test_encoder_files_links_a_written_directory(tmp_path):
+    """A run that already wrote an HF directory adds it without loading it again: same bytes, hard-linked,
+    and the sentence-transformers files beside them."""
+    from sentence_transformers import SentenceTransformer
+
+    src = tiny_bert(tmp_path, TEXTS)
+    w = ModelWriter(tmp_path / "run", method="grounding")
+    d = w.encoder_files(src, max_length=32, name="biencoder", base_model="tiny")
+    w.close()
+    assert (d / "model.safetensors").samefile(src / "model.safetensors")
+    assert (w.card.encoder, w.card.base_model) == ("biencoder", "tiny")
+    st = SentenceTransformer(str(d), device="cpu")
+    assert st.encode(TEXTS[:1]).shape == (1, 32)
+    with pytest.raises(ModelError, match="not a Hugging Face model directory"):
+        w.encoder_files(tmp_path, max_length=32, name="other")

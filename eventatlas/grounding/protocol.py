@@ -145,7 +145,6 @@ def _save_model(cfg: Any, gd, out_dir, chosen: str, params: dict[str, Any], prec
 
     import torch
 
-    from ..modeling import MentionEncoder
     from ..modeling.saved import ModelWriter
 
     vdir = out_dir / chosen
@@ -153,14 +152,14 @@ def _save_model(cfg: Any, gd, out_dir, chosen: str, params: dict[str, Any], prec
         logging.getLogger(__name__).warning("grounding: keep_models is false, so no model is saved")
         return
     w = ModelWriter(out_dir, method="grounding")
-    w.encoder(MentionEncoder(vdir / "model", max_length=cfg.max_length), name="biencoder", base_model=cfg.model_id)
+    # the variant directories stay (`ground --variant` reads them): the saved model links their files
+    w.encoder_files(vdir / "model", max_length=cfg.max_length, name="biencoder", base_model=cfg.model_id)
     w.head("candidates", {"vectors": torch.from_numpy(np.load(vdir / "candidate_vectors.npy"))},
            kind="candidate_vectors", config={"type_ids_sha": _sha(gd.type_ids), "n": len(gd.type_ids),
                                              "score": cfg.score, "mention_pool": cfg.mention_pool, "variant": chosen})
     cross = params.get("cross") or {}
     if (out_dir / "cross" / "head.pt").exists():
-        w.encoder(MentionEncoder(out_dir / "cross" / "model", max_length=cfg.cross_max_length), name="cross",
-                  default=False)
+        w.encoder_files(out_dir / "cross" / "model", max_length=cfg.cross_max_length, name="cross", default=False)
         w.head("cross_head", torch.load(out_dir / "cross" / "head.pt", map_location="cpu"), kind="cross_encoder_head",
                config={"tau_c": cross.get("tau_c"), "cross_k": cfg.cross_k})
     w.close(representation=cfg.mention_pool, precision=precision,

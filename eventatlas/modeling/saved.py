@@ -119,26 +119,54 @@ class ModelWriter:
         ``.tokenizer``): safetensors weights, tokenizer, sentence-transformers files. The first encoder
         saved is the default one (``run:<id>``) unless ``default`` says otherwise. ``pooling`` (mean |
         cls) is what sentence-transformers applies when it loads the directory."""
+        d = self._encoder_slot(name, default, pooling, base_model if base_model is not None
+                               else getattr(module, "model_id", None))
+        if not self.active:
+            return d
+        model = getattr(module, "model", module)
+        model.save_pretrained(d, safe_serialization=True)
+        module.tokenizer.save_pretrained(d)
+        write_sentence_transformers_files(d, int(model.config.hidden_size), int(getattr(module, "max_length", 256)),
+                                          pooling)
+        return d
+
+    def encoder_files(self, src: str | os.PathLike, *, max_length: int, name: str = "encoder",
+                      default: bool | None = None, base_model: str | None = None, pooling: str = "mean") -> Path:
+        """Add an encoder the run already wrote as a Hugging Face directory (``save_pretrained``): its files
+        are hard-linked (copied where the file system cannot link), not loaded and saved again, so a run
+        that keeps its own copy spends no second copy of the weights on disk."""
+        src = Path(src)
+        if not (src / "config.json").is_file():
+            raise ModelError(f"{src}: not a Hugging Face model directory (no config.json)")
+        d = self._encoder_slot(name, default, pooling, base_model)
+        if not self.active:
+            return d
+        for f in src.rglob("*"):
+            if f.is_file():
+                to = d / f.relative_to(src)
+                to.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(f, to)
+                except OSError:
+                    shutil.copy2(f, to)
+        hidden = int(json.loads((src / "config.json").read_text(encoding="utf-8"))["hidden_size"])
+        write_sentence_transformers_files(d, hidden, int(max_length), pooling)
+        return d
+
+    def _encoder_slot(self, name: str, default: bool | None, pooling: str, base_model: Any) -> Path:
+        """Register encoder ``name`` on the card (the first one is the default) and make its directory."""
         _check_part_name(name)
         if pooling not in ("mean", "cls"):
             raise ModelError(f"encoder pooling {pooling!r}: mean or cls")
         rel = ENCODER_DIRNAME if name == "encoder" else f"{ENCODER_DIRNAME}s/{name}"
-        d = self.dir / rel
         self.card.encoders[name] = rel
         if default or (default is None and self.card.encoder is None):
             self.card.encoder = name
-        if not self.active:
-            return d
-        d.mkdir(parents=True, exist_ok=True)
-        model = getattr(module, "model", module)
-        model.save_pretrained(d, safe_serialization=True)
-        module.tokenizer.save_pretrained(d)
-        hidden = int(model.config.hidden_size)
-        max_len = int(getattr(module, "max_length", 256))
-        write_sentence_transformers_files(d, hidden, max_len, pooling)
-        self.card.base_model = base_model if base_model is not None else getattr(module, "model_id", None)
-        if self.card.base_model is not None:
-            self.card.base_model = str(self.card.base_model)
+        if base_model is not None:
+            self.card.base_model = str(base_model)
+        d = self.dir / rel
+        if self.active:
+            d.mkdir(parents=True, exist_ok=True)
         return d
 
     def head(self, name: str, tensors: Mapping[str, Any], *, kind: str, config: Mapping[str, Any] | None = None) -> Path:
@@ -237,9 +265,8 @@ def finalize(run_dir: str | os.PathLike, run: Mapping[str, Any], metrics: list[M
         "precision": card.precision or params.get("precision") or (params.get("config") or {}).get("precision"),
         "metrics": headline_metrics(list(metrics)),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    _write_json(part / CARD_NAME, card.model_dump(mode="json"))
     atomic_write_text(part / "README.md", card_markdown(card))
-    card = card.model_copy(update={"size_bytes": _dir_size(part)})
+    card = card.model_copy(update={"size_bytes": _dir_size(part)})  # every file but the card, README included
     _write_json(part / CARD_NAME, card.model_dump(mode="json"))
     final = run_dir / MODEL_DIRNAME
     if final.exists():
