@@ -8,7 +8,7 @@ core ingest + run record + publish, imports already paid) so the overhead is vis
     .venv/bin/python benchmarks/bench_startup.py [--repeats 3] [--sample datasets/samples/maven/train.jsonl] [--smoke]
 
 Every measured command must land its run record in its own temporary warehouse (checked: one `ingest`
-row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.benchmarking``).
+row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.results.benchmarking``).
 ``--smoke`` runs the direct path once and leaves out the Prefect arm (its temporary server alone takes
 longer than a smoke run may).
 """

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     episode = None
     if args.smoke:
         from eventatlas.config import samples_dir
-        from eventatlas.ingest import ingest
+        from eventatlas.data.ingest import ingest
 
         args.dataset_dir = scratch / "emr_sample"
         ingest("maven_sentences", samples_dir() / "emr" / "emr_sample.json", out_dir=args.dataset_dir,

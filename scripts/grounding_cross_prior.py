@@ -28,7 +28,7 @@ from eventatlas.grounding import biencoder as B  # noqa: E402
 from eventatlas.grounding import crossencoder as X  # noqa: E402
 from eventatlas.grounding.data import load  # noqa: E402
 from eventatlas.methods.grounding import GroundingConfig, _vectors  # noqa: E402
-from eventatlas.modeling import MentionEncoder  # noqa: E402
+from eventatlas.modeling.mention_encoder import MentionEncoder  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,7 +37,7 @@ from eventatlas.grounding.data import load  # noqa: E402
 from eventatlas.grounding.losses.multilabel import batch_candidates, multilabel_bce  # noqa: E402
 from eventatlas.grounding.losses.multisoftmax import multipositive_softmax  # noqa: E402
 from eventatlas.grounding.losses.softmax import batch_targets, softmax_ce  # noqa: E402
-from eventatlas.modeling import MentionEncoder  # noqa: E402
+from eventatlas.modeling.mention_encoder import MentionEncoder  # noqa: E402
 from eventatlas.training.sampler import BucketBatchSampler  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from eventatlas.encode import REPRESENTATIONS, Encoder, embed_mentions, load_embeddings, resolve_model
+from eventatlas.modeling.encode import REPRESENTATIONS, Encoder, embed_mentions, load_embeddings, resolve_model
 from eventatlas.modeling.inputs import window
 from eventatlas.io import InputError, rows_to_table, stable_id
 from eventatlas.schema import MENTIONS

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from conftest import shared_path
 
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 
 @pytest.mark.shared_data

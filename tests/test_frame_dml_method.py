@@ -12,7 +12,7 @@ from tiny_models import tiny_bert
 
 def _ingest_sample(root: Path) -> Path:
     from eventatlas import config
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     out = root / "data" / "datasets" / "fn_verbs_sample"
     ingest("framenet", config.samples_dir() / "framenet_verbs", out_dir=out, dataset="fn_verbs_sample")
@@ -52,7 +52,7 @@ def test_sample_split_and_not_applicable(eventatlas_env):
 def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
     from flows.train_all import train_all
 
     root = eventatlas_env
@@ -121,7 +121,7 @@ def test_pair_batches_are_length_sorted_and_restore_order(tmp_path):
     import torch
 
     from eventatlas.framedml.training import DMLModel, DMLTask
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
     sents = ["a b c d e f g h they walk", "walk now", "they walk to the very long old station today", "eat it",
              "we eat fish", "buy", "they buy a car now ok", "x y buy"]

@@ -97,7 +97,7 @@ def test_retrieval_among_a_subset_returns_pool_indices():
 @pytest.fixture(scope="module")
 def sample_world(tmp_path_factory):
     from eventatlas.config import samples_dir
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
     from tiny_models import tiny_bert
 
     root = tmp_path_factory.mktemp("grounding")
@@ -302,7 +302,7 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     from eventatlas.grounding.data import load
     from eventatlas.grounding.protocol import _vectors
     from eventatlas.methods.grounding import GroundingConfig
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
     gd = load(root / "fng", max_mentions={"dev": None}, splits=("train", "dev"))
     r3 = {}

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import clean_stale_temp, ingest, list_versions, restore_version
+from eventatlas.data.ingest import clean_stale_temp, ingest, list_versions, restore_version
 from eventatlas.io import InputError
 
 SAMPLES = config.samples_dir()

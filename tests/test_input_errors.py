@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from eventatlas import config
 from eventatlas.cli import _ErrorsAsLines, _main, error_line
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 from eventatlas.io import InputError
 
 SAMPLES = config.samples_dir()

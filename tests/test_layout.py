@@ -91,12 +91,12 @@ def test_platform_layers_import_only_downwards():
 
 
 def test_only_the_publish_path_writes_the_warehouse():
-    # DuckDB has one writer: the publish path, i.e. eventatlas/publishing.py (publish_records, what the
+    # DuckDB has one writer: the publish path, i.e. eventatlas/results/publishing.py (publish_records, what the
     # publish task wraps and the CLI's Prefect-free one-shot path calls; publish_build for the wiki build's
     # record task). The core may read (cli queries) but no other module publishes or opens a write transaction.
     writers = []
     for p in [*(ROOT / "eventatlas").rglob("*.py"), *(ROOT / "flows").glob("*.py"), *(ROOT / "tasks").glob("*.py")]:
-        if p.relative_to(ROOT).as_posix() in ("eventatlas/warehouse.py", "eventatlas/publishing.py"):
+        if p.relative_to(ROOT).as_posix() in ("eventatlas/results/warehouse.py", "eventatlas/results/publishing.py"):
             continue
         src = p.read_text(encoding="utf-8")
         if ".publish(" in src or ".transaction(" in src or ".add_metrics(" in src:

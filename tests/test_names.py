@@ -40,7 +40,7 @@ def _files_outside(root: Path, inside: Path) -> list[Path]:
 
 
 def test_core_ingest_refuses_escaping_dataset_name(eventatlas_env):
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     with pytest.raises(InputError, match=r"^--dataset '\.\./\.\./escaped': holds a path separator"):
         ingest("maven", SAMPLES / "maven", dataset="../../escaped", progress=False)
@@ -49,9 +49,9 @@ def test_core_ingest_refuses_escaping_dataset_name(eventatlas_env):
 
 
 def test_every_core_function_checks(eventatlas_env, tmp_path):
-    from eventatlas.ingest import list_versions, restore_version
-    from eventatlas.records import failed_ingest_record
-    from eventatlas.runner import claim_run
+    from eventatlas.data.ingest import list_versions, restore_version
+    from eventatlas.results.records import failed_ingest_record
+    from eventatlas.run.runner import claim_run
 
     with pytest.raises(InputError, match=r"^dataset '\.\./x'"):
         list_versions("../x")

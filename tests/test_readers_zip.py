@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 from eventatlas.io import InputError
 from eventatlas.readers._zip import SafeZip, unsafe_member
 

@@ -10,7 +10,7 @@ The atlas directory (default ``<data root>/atlas``) holds one Parquet *part* per
 
 :func:`build` rebuilds a part only when its fingerprint changed (``full=True`` rebuilds all), and drops
 the parts of inventories that are gone: a new dataset or run adds its nodes and links and leaves the
-rest alone. The publish path (:func:`eventatlas.publishing.publish_atlas`) lands the changed parts in
+rest alone. The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in
 the warehouse; the metric rows of the pairs scored now go into one run record (task ``atlas``).
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
           prune: bool = True) -> BuildReport:
     """Build (or bring up to date) the atlas under ``root``; see the module doc. ``prune=False`` keeps
     parts of inventories not named this time (e.g. ``atlas link`` adds one pair)."""
-    from ..encode import model_fingerprint
+    from ..modeling.encode import model_fingerprint
 
     t0 = time.perf_counter()
     cfg = cfg or LinkConfig()
@@ -186,9 +186,9 @@ def read_part(root: str | Path, name: str):
 def write_record(report: BuildReport, *, encoders: Sequence[str | None], cfg: LinkConfig, flow: str = "atlas") -> Path | None:
     """The run record of a build whose pairs were scored against the gold (None when nothing was scored):
     ``runs/<atlas-...>/run.json`` with the metric rows (task ``atlas``), for the publish path."""
-    from ..records import finish_record, new_record, write_metrics
-    from ..records import write_record as write_run
-    from ..runinfo import new_run_id
+    from ..results.records import finish_record, new_record, write_metrics
+    from ..results.records import write_record as write_run
+    from ..results.runinfo import new_run_id
 
     if not report.metrics:
         return None

@@ -38,7 +38,7 @@ class LinkConfig:
     seed: int = 0                     # the mention sample and the dev/test split of the gold
     dev_fraction: float = 0.3
     device: str | None = None
-    precision: str = "auto"           # the encoder's (auto: what eventatlas.device measured faster)
+    precision: str = "auto"           # the encoder's (auto: what eventatlas.modeling.device measured faster)
 
     def as_dict(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "representation": self.representation, "k": self.k, "top": self.top,

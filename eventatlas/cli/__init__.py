@@ -210,7 +210,7 @@ def run_dir(run: str) -> Path:
 
 def check_device(device: str) -> None:
     """Refuse an unavailable device before any flow starts."""
-    from ..device import DeviceUnavailable, resolve_device
+    from ..modeling.device import DeviceUnavailable, resolve_device
 
     try:
         resolve_device(device)

@@ -94,9 +94,9 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
 
 def run(ctx: MethodContext) -> MethodResult:
     """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
     from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
-    from ..modeling import MentionEncoder
+    from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
     from ..swcc.data import load_events
     from ..swcc.model import SWCCModel
@@ -180,7 +180,7 @@ def _prototype_artifacts(model, e, texts: list[str], cfg: SWCCConfig, rep: str, 
     table = pa.table({"text": [texts[i] for i in idx], "prototype": assign.astype(np.int32)})
     path = write_parquet(table, out_dir / "prototype_assignments.parquet")
     result.add_artifact("swcc/prototypes", path, table.num_rows)
-    from ..plots import projection_png
+    from ..results.plots import projection_png
 
     png = out_dir / "prototypes_pca.png"
     projection_png(X, [f"prototype {a}" for a in assign], png,

@@ -93,7 +93,7 @@ def _embedding_meta(npy: Path) -> dict[str, Any]:
 
 def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
     from ..data import select_labelled
-    from ..encode import embed_mentions, load_embeddings
+    from ..modeling.encode import embed_mentions, load_embeddings
     from ..evaluation.clustering import cluster_and_score
 
     splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
@@ -169,7 +169,7 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     if cfg.projection != "none" and shown not in reps:
         params["projection"] = f"not drawn: representation {shown!r} is not among those computed {reps}"
     elif cfg.projection != "none" and projected is not None and len(projected[0]) >= 2:
-        from ..plots import projection_png
+        from ..results.plots import projection_png
 
         t0 = time.perf_counter()
         X, gold, clusters = projected
@@ -186,7 +186,7 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
 
 
 def _similarity(ctx: MethodContext, result: MethodResult) -> None:
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
     from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
     cfg, seed = ctx.config, ctx.seed
