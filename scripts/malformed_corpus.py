@@ -279,7 +279,7 @@ def _snapshot(d: Path) -> dict[str, bytes]:
 def _run_one(reader: str, path: Path, data: Path, previous: Path | None) -> dict:
     """Ingest ``path`` over a copy of the clean sample's version (so the shrink guard and the "previous
     version intact" property are exercised too)."""
-    from eventatlas.cli import _bad_input_types, error_line
+    from eventatlas.cli.base import _bad_input_types, error_line
     from eventatlas.data.ingest import ingest
 
     out = data / "ds"

@@ -14,7 +14,8 @@ import pytest
 from eventatlas.atlas import gold as G
 from eventatlas.atlas.calibrate import IsotonicMap, rank_normalise
 from eventatlas.atlas.links import LINKS, link_row
-from eventatlas.atlas.scorers import TypeSet, pair_evidence, score
+from eventatlas.atlas.scorers import score
+from eventatlas.atlas.scorers.base import TypeSet, pair_evidence
 
 
 def _ts(types, rows, owner, names=None):

@@ -167,7 +167,7 @@ def _header(output: str, after: int = 0) -> list[str]:
 
 
 def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeypatch):
-    from eventatlas import cli
+    from eventatlas.cli import base as cli
 
     monkeypatch.setattr(cli.console, "width", 300)  # one table row a line
     wh = Warehouse()

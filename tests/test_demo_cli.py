@@ -43,7 +43,7 @@ def env(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
-    from eventatlas import cli
+    from eventatlas.cli import base as cli
 
     monkeypatch.setattr(cli.console, "width", 400)  # one table row a line
 

@@ -12,7 +12,8 @@ import torch
 
 from eventatlas.modeling.encode import REPRESENTATIONS, Encoder, embed_mentions, load_embeddings, resolve_model
 from eventatlas.modeling.inputs import window
-from eventatlas.io import InputError, rows_to_table, stable_id
+from eventatlas.errors import InputError
+from eventatlas.io import rows_to_table, stable_id
 from eventatlas.schema import MENTIONS
 
 WORDS = (

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from eventatlas import config
 from eventatlas.data.ingest import ingest
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 from eventatlas.data.registry import load_registry
 from eventatlas.schema import TABLES
 

@@ -260,8 +260,9 @@ def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch
 
     from eventatlas.data.ingest import ingest_samples
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
-    run = get_spec("untuned").runner()
+    run = method_runner(get_spec("untuned"))
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     ingest_samples(tmp_path / "ds", names=["ontoevent"])

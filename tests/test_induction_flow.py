@@ -211,8 +211,9 @@ def test_too_small_dataset_is_not_applicable(tmp_path):
     # 4 of 5 types seen leaves one unseen type: nothing to induce, so the run is skipped with a reason
     from eventatlas.methods.base import NotApplicable
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
-    run = get_spec("batch_attention").runner()
+    run = method_runner(get_spec("batch_attention"))
 
     ddir = _write_dataset(tmp_path)
     seen = ["Conflict.Attack", "Life.Death", "Contact.Meet", "Movement.Transport"]

@@ -13,7 +13,7 @@ from conftest import shared_path
 from eventatlas import config
 from eventatlas.data.download import ChecksumError, ChecksumRequired, download, fetch_dataset
 from eventatlas.data.ingest import ingest, ingest_samples, list_ingested
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 from eventatlas.readers import REGISTRY
 from eventatlas.data.registry import dataset_entry, load_registry
 from eventatlas.schema import SCHEMA_VERSION, TABLES

@@ -13,7 +13,7 @@ import pytest
 
 from eventatlas import config
 from eventatlas.data.ingest import clean_stale_temp, ingest, list_versions, restore_version
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 
 SAMPLES = config.samples_dir()
 

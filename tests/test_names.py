@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.io import DatasetWriter, InputError
+from eventatlas.errors import InputError
+from eventatlas.io import DatasetWriter
 
 SAMPLES = config.samples_dir()
 BAD = ["../../escaped", "..", "a/b", "a\\b", ".hidden", "", "x" * 101, "a..b", "sp ace", "semi;colon", "nul\x00"]

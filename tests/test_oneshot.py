@@ -26,7 +26,7 @@ def clean_env(eventatlas_env, monkeypatch):
 
 
 def test_use_prefect_follows_the_configured_api(clean_env, monkeypatch):
-    from eventatlas.cli import prefect_api_configured, use_prefect
+    from eventatlas.cli.base import prefect_api_configured, use_prefect
 
     assert not prefect_api_configured() and not use_prefect()
     home = clean_env / "prefect-home"

@@ -9,7 +9,7 @@ import pytest
 
 from eventatlas import config
 from eventatlas.data.ingest import ingest
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 from eventatlas.readers._zip import SafeZip, unsafe_member
 
 FN = config.samples_dir() / "framenet"

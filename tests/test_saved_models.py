@@ -182,7 +182,8 @@ def test_publish_lands_the_model_row(saved, tmp_path):
 def test_cli_models_and_evaluate_refusals(saved, monkeypatch):
     from typer.testing import CliRunner
 
-    from eventatlas.cli import app, console
+    from eventatlas.cli import app
+    from eventatlas.cli.base import console
 
     monkeypatch.setattr(console, "width", 300)  # one line per model
 

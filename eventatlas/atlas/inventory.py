@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import config
-from ..io import InputError, write_parquet
-from .scorers import TypeSet
+from ..errors import InputError
+from ..io import write_parquet
+from .scorers.base import TypeSet
 
 RUN_PREFIX = "run:"
 N_NODE_EVIDENCE = 5

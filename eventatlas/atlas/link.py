@@ -23,7 +23,8 @@ from . import gold as G
 from .calibrate import IsotonicMap, rank_normalise
 from .inventory import Inventory, node_id, type_set
 from .links import LINKS, RELATIONS, link_row
-from .scorers import EVIDENCE_SCORERS, SCORERS, TypeSet, pair_evidence, score
+from .scorers import EVIDENCE_SCORERS, SCORERS, score
+from .scorers.base import TypeSet, pair_evidence
 
 log = logging.getLogger(__name__)
 

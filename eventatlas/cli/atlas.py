@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from . import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
+from .base import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
@@ -22,7 +22,7 @@ def _cfg(max_per_type: Optional[int], top: int, k: int, seed: int, representatio
 
 def _run(datasets, runs, pairs, encoders, config, full: bool, prune: bool) -> dict[str, Any]:
     """The atlas flow when Prefect is in use, else the same steps directly (build, land, publish scores)."""
-    from ..io import InputError
+    from ..errors import InputError
     from ..results.records import RecordError
     from ..results.warehouse import WarehouseError
 

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from . import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
+from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
                unknown, use_prefect)
 
 
@@ -64,7 +64,7 @@ def ingest(
             check_sums(name, sums, insecure_skip_checksum)
     except (ValueError, OSError, ChecksumRequired) as e:
         _fail(str(e), code=2)
-    from ..io import InputError
+    from ..errors import InputError
 
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
@@ -168,7 +168,7 @@ def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
             version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
     """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
     from ..data.ingest import restore_version
-    from ..io import InputError
+    from ..errors import InputError
 
     try:
         man = restore_version(dataset, version)

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from . import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
+from .base import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")

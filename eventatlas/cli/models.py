@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import _fail, app, check_device, console, dataset_dir, print_rows
+from .base import _fail, app, check_device, console, dataset_dir, print_rows
 
 
 @app.command()

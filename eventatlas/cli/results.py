@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from . import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
+from .base import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,

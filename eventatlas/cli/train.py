@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from . import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
+from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
                prefect_guard, print_rows, print_warning, split, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"

@@ -28,8 +28,8 @@ from tqdm import tqdm
 
 from .. import config
 from .download import fetch
-from ..io import (DatasetWriter, InputError, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir,
-                 switch_dir)
+from ..errors import InputError
+from ..io import DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir, switch_dir
 from ..names import check_name
 from ..readers import REGISTRY, get_reader
 from ..readers._common import DATA_ERRORS, unique_ids

@@ -150,7 +150,7 @@ def read_mapping(path: str | Path) -> dict[str, list[str]]:
         if parts[0] == "type":
             continue
         if len(parts) < 2 or not parts[1].strip():
-            from ..io import InputError
+            from ..errors import InputError
 
             raise InputError(path, f"line {ln}", f"expected type<TAB>frames, got {line!r}")
         out[parts[0]] = [f for f in parts[1].split("|") if f]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .spec import MethodConfig, MethodSpec, ParamError, merge_defaults
 
@@ -172,3 +172,16 @@ def run_in_dir(spec: MethodSpec, dataset_dir: str | Path, out_dir: str | Path, *
     cfg = resolve_config(spec, config, device=device, manifest=man)
     ctx = build_context(spec, cfg, man, out_dir, seed=seed, resume=resume)
     return spec.run_function()(ctx)
+
+
+def method_runner(spec: MethodSpec) -> Callable[..., Any]:
+    """``f(dataset_dir, out_dir, *, seed=0, config=None, resume=False, device=None, **params)``: build the
+    context and run ``spec``'s method in ``out_dir`` without a run record (tests, scripts; ``train-all`` and
+    ``eventatlas train`` go through :func:`eventatlas.run.runner.run_method`)."""
+
+    def run(dataset_dir: Any, out_dir: Any, *, seed: int = 0, config: Any = None, resume: bool = False,
+            device: str | None = None, **params: Any) -> Any:
+        return run_in_dir(spec, dataset_dir, out_dir, seed=seed, config=config if config is not None else params,
+                          resume=resume, device=device)
+
+    return run

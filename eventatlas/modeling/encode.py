@@ -285,7 +285,7 @@ def mentions_content_hash(mentions_parquet: str | os.PathLike, batch_rows: int =
 def _open_mentions(path: Path):
     import pyarrow.parquet as pq
 
-    from ..io import InputError
+    from ..errors import InputError
 
     if not path.exists():
         raise FileNotFoundError(f"mentions parquet not found: {path}")
@@ -384,7 +384,7 @@ def embed_mentions(
                         [sents[k] for k in keep], [starts[k] for k in keep], [ends[k] for k in keep], representation, alpha=alpha
                     )
                 except ValueError as e:
-                    from ..io import InputError
+                    from ..errors import InputError
 
                     raise InputError(path, f"rows {row0 - batch.num_rows}..{row0 - 1}", str(e)) from e
                 arr[n_ok : n_ok + len(keep)] = X

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
+from ..errors import InputError
 from ..io import atomic_write_json, fault_point
 from .records import RecordError, load_metrics, load_train_log, read_record
 from .runinfo import utcnow
@@ -267,6 +268,24 @@ def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> 
          f"({bad}): {reason}")
 
 
+ATLAS_MANIFEST = "manifest.json"
+ATLAS_FORMAT = 1
+
+
+def read_atlas_manifest(root: str | Path) -> dict[str, Any]:
+    """An atlas build's manifest (its parts and their fingerprints): :mod:`eventatlas.atlas.build` writes it,
+    :func:`publish_atlas` reads it, so the contract lives here, below both."""
+    p = Path(root) / ATLAS_MANIFEST
+    if not p.exists():
+        return {"format": ATLAS_FORMAT, "parts": {}}
+    try:
+        man = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise InputError(p, "file", f"not a JSON atlas manifest ({e})") from None
+    man.setdefault("parts", {})
+    return man
+
+
 ATLAS_TABLES = {"nodes": "atlas_nodes", "declared": "atlas_links", "learned": "atlas_links"}
 
 
@@ -280,12 +299,11 @@ def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.Pat
     a publish that meets a busy warehouse (:class:`WarehouseLocked`, after the bounded wait) is simply
     run again (``eventatlas atlas publish``): it is idempotent.
     """
-    from ..atlas.build import read_manifest
     from .warehouse import _insert_arrow
 
     warn = warn or log.warning
     root = Path(atlas_root)
-    parts = read_manifest(root)["parts"]
+    parts = read_atlas_manifest(root)["parts"]
     wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
     wh.migrate()
     import pyarrow as pa
