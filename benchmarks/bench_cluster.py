@@ -239,7 +239,7 @@ def compare(ra: dict, rb: dict, ks=(50, 150, 500)) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite", nargs="?", default="small", choices=["small", "exact40k", "big", "big-exact", "big-manifold", "manifold20k"])

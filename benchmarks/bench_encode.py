@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 
 
 def load_sentences(n: int, samples_only: bool = False) -> tuple[list[str], str]:

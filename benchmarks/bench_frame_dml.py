@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 
 
 def data(n: int, n_frames: int, seed: int, d: int = 384):

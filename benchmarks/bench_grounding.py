@@ -36,7 +36,7 @@ def main(argv=None) -> dict:
     from eventatlas.grounding.data import Mentions, load
     from eventatlas.modeling.mention_encoder import MentionEncoder
 
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", help="an ingested grounding dataset directory (required unless --smoke)")

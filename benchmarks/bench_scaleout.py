@@ -96,7 +96,7 @@ def bench_scan(mb: float, tmp: Path) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import shutil
 
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1")

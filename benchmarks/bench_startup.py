@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--kb", type=int, default=100, help="grow the sample to about this size (its documents "
                     "repeated under new ids), like the issue's 100 KB file; 0 keeps it as is")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     a = benchmarking.parse_args(ap, argv, smoke={"repeats": 1, "kb": 0})
     bench = benchmarking.Benchmark("startup", a)

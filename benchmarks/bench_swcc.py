@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5)

@@ -125,7 +125,7 @@ def naive_loop(net, sents, starts, ends, labels, *, steps, batch_size, max_lengt
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps of each loop")

@@ -265,7 +265,7 @@ def bench_links(repeat: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import shutil
 
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=250)

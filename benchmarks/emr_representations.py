@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 
 
 def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 0, *, cache: Path,

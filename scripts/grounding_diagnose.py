@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.evaluation._vectors import unit_rows  # noqa: E402
 from eventatlas.evaluation.grounding import grounding_scores  # noqa: E402
 from eventatlas.grounding import biencoder as B  # noqa: E402

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.evaluation._vectors import unit_rows  # noqa: E402
 from eventatlas.grounding import biencoder as B  # noqa: E402
 from eventatlas.grounding.data import load  # noqa: E402

@@ -44,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from eventatlas import benchmarking, config  # noqa: E402
+from eventatlas import config  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.data.registry import load_registry  # noqa: E402
 
 S = config.samples_dir()

@@ -17,7 +17,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from eventatlas import config, registry
+from eventatlas import config
+from eventatlas.data import registry
 from eventatlas.cli import app
 from eventatlas.data.download import (ChecksumError, ChecksumRequired, DownloadFailed, fetch, parse_sha256_args,
                                  parse_sha256_file)

@@ -343,7 +343,7 @@ def test_embed_mentions_default_cache_dir_and_errors(tiny, tmp_path, eventatlas_
 def test_bf16_path_close_to_fp32(tiny, monkeypatch, tmp_path):
     # explicit bf16 runs on any CPU (emulated where there is no native support); "auto" is fp32 on every
     # CPU, even where the (cached) timing probe measured bf16 faster: the probe only advises
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(dev, "_PROBES", {})

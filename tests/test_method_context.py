@@ -33,7 +33,7 @@ def _params(model, **extra):
 def _probe_says(monkeypatch, faster: bool):
     """A 'machine' whose CPU timing probe (measured and cached, as ``python -m eventatlas.modeling.device`` does)
     found bf16 faster (or slower) than fp32."""
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     def fake(s, mode, reps=3):
         return {"fp32_ms": 10.0, "bf16_ms": 4.0 if faster else 12.0, "bf16_faster": faster}
@@ -79,7 +79,7 @@ def test_precision_is_part_of_the_configuration_identity(onto, eventatlas_env):
 
 
 def test_device_is_resolved_once_per_run(onto, eventatlas_env, monkeypatch):
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     ds, model = onto
     calls = []

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from eventatlas import benchmarking, records
+from eventatlas.results import benchmarking
+from eventatlas.results import records
 from eventatlas.results.report import benchmarks_html, load, load_benchmarks, render
 from eventatlas.results.warehouse import Warehouse
 

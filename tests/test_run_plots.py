@@ -48,7 +48,7 @@ def test_pca_projection_separates_two_groups_and_subsamples(tmp_path):
 
 def test_projection_falls_back_to_tsne_without_umap(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "umap", None)  # `import umap` raises ImportError
-    from eventatlas import plots
+    from eventatlas.results import plots
 
     monkeypatch.setattr(plots, "AUTO_MIN_NONLINEAR", 20)  # t-SNE of 300 points takes ~30 s on a busy core
     X = np.random.default_rng(1).normal(size=(40, 8))

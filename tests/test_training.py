@@ -194,7 +194,7 @@ def test_token_cache_hits_and_invalidates(tiny, tmp_path):
 
 # ----------------------------------------------------------------------------- devices
 def test_device_auto_falls_back_without_cuda(monkeypatch):
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert dev.resolve_device("auto") == "cpu" and dev.resolve_device(None) == "cpu"
