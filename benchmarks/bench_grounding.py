@@ -11,7 +11,7 @@ one-off encoding). Same model, fp32, one thread (OMP_NUM_THREADS=1).
 
 Usage:  python benchmarks/bench_grounding.py --dataset <dir> [--mentions 4] [--model MODEL]
         python benchmarks/bench_grounding.py --smoke     # the shipped framenet_grounding sample, ingested first
-Recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the warehouse).
+Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse).
 """
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ def main(argv=None) -> dict:
     from eventatlas.grounding import biencoder as B
     from eventatlas.grounding import crossencoder as X
     from eventatlas.grounding.data import Mentions, load
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", help="an ingested grounding dataset directory (required unless --smoke)")
@@ -47,7 +47,7 @@ def main(argv=None) -> dict:
     bench = benchmarking.Benchmark("grounding", a)
     if a.smoke and not a.dataset:
         from eventatlas.config import samples_dir
-        from eventatlas.ingest import ingest
+        from eventatlas.data.ingest import ingest
 
         a.dataset = str(benchmarking.scratch_dir(a, bench.run_id) / "framenet_grounding")
         ingest("framenet_grounding", samples_dir() / "framenet_grounding", out_dir=a.dataset, progress=False)

@@ -18,7 +18,7 @@ The two arms must publish identical metric values. Speed-up = wall(1 worker) / w
 executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers. ``--smoke`` runs
 that scan over a 0.3 MB dump (the grid needs Prefect's API and minutes).
 
-Recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the warehouse; the grid's
+Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse; the grid's
 own runs land in a scratch warehouse under the data root, removed afterwards).
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ def bench_scan(mb: float, tmp: Path) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import shutil
 
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1")
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> None:
                       TOKENIZERS_PARALLELISM="false", PREFECT_LOGGING_LEVEL="WARNING")
     import pyarrow.parquet as pq
 
-    from eventatlas.ingest import ingest_samples
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.data.ingest import ingest_samples
+    from eventatlas.results.warehouse import Warehouse
     from flows.train_all import train_all
 
     datasets = DATASETS

@@ -8,7 +8,7 @@ core ingest + run record + publish, imports already paid) so the overhead is vis
     .venv/bin/python benchmarks/bench_startup.py [--repeats 3] [--sample datasets/samples/maven/train.jsonl] [--smoke]
 
 Every measured command must land its run record in its own temporary warehouse (checked: one `ingest`
-row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.benchmarking``).
+row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.results.benchmarking``).
 ``--smoke`` runs the direct path once and leaves out the Prefect arm (its temporary server alone takes
 longer than a smoke run may).
 """
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--kb", type=int, default=100, help="grow the sample to about this size (its documents "
                     "repeated under new ids), like the issue's 100 KB file; 0 keeps it as is")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     a = benchmarking.parse_args(ap, argv, smoke={"repeats": 1, "kb": 0})
     bench = benchmarking.Benchmark("startup", a)

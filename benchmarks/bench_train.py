@@ -9,7 +9,7 @@ steps with the same batch size, from the same initial weights:
 * core:  :class:`eventatlas.training.Trainer` with the cached token ids, length-bucketed batches with
   dynamic padding and the precision the CPU probe picks (bf16 autocast where measured faster).
 
-Printed and recorded as a benchmark run (``eventatlas.benchmarking``: run record, published to the
+Printed and recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the
 warehouse): steps/s, examples/s, tokens/s (real, non-pad tokens), the ratio core / naive, and the padding
 share of: pad-to-max, random batches with dynamic padding, and bucketed batches.
 
@@ -54,7 +54,7 @@ class Classifier:
     def make(model_id, n_types, max_length, seed):
         import torch
 
-        from eventatlas.modeling import MentionEncoder
+        from eventatlas.modeling.mention_encoder import MentionEncoder
 
         class Net(torch.nn.Module):
             def __init__(self):
@@ -125,7 +125,7 @@ def naive_loop(net, sents, starts, ends, labels, *, steps, batch_size, max_lengt
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas import benchmarking
+    from eventatlas.results import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps of each loop")
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    from eventatlas.device import describe, resolve_device, resolve_precision
+    from eventatlas.modeling.device import describe, resolve_device, resolve_precision
     from eventatlas.modeling.tokens import tokenize_cached
     from eventatlas.training import BucketBatchSampler, Trainer, TrainingArgs, padding_fraction
 

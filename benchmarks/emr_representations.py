@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas import benchmarking  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
 
 
 def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 0, *, cache: Path,
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     episode = None
     if args.smoke:
         from eventatlas.config import samples_dir
-        from eventatlas.ingest import ingest
+        from eventatlas.data.ingest import ingest
 
         args.dataset_dir = scratch / "emr_sample"
         ingest("maven_sentences", samples_dir() / "emr" / "emr_sample.json", out_dir=args.dataset_dir,

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .names import check_name  # every dataset writer (ingest, extract-events, builders) checks its name
 from .schema import REJECTS, SCHEMA_VERSION, TABLES
 
 
@@ -302,8 +303,6 @@ class DatasetWriter:
     def __init__(self, out_dir: str | os.PathLike, dataset: str, tables: Iterable[str] | None = None, on_bad_row=None):
         """``on_bad_row(table, row, error)``: called for a row whose values do not fit the table's schema
         (then dropped); without it such a row fails the write."""
-        from .names import check_name  # here too: every dataset writer (ingest, extract-events, builders)
-
         self.out_dir = Path(out_dir)
         self.dataset = check_name(dataset, "dataset")
         self.stage = staging_dir(self.out_dir)
@@ -383,10 +382,3 @@ class Rejects:
     def table(self) -> pa.Table:
         return rows_to_table(self.rows, REJECTS)
 
-
-class InputError(ValueError):
-    """Bad input that stops an ingest: the message names file and line/record."""
-
-    def __init__(self, source: str | os.PathLike, location: Any, message: str):
-        self.source, self.location = str(source), location
-        super().__init__(f"{source}:{location}: {message}")

@@ -4,7 +4,7 @@ id or run prefix, a download folder): without it ``--dataset ../../x`` writes ou
 A name is 1-100 characters of letters, digits, ``.``, ``_``, ``-``, ``=``, ``+``; it starts with a letter
 or digit (no leading dot: hidden and ``..``) and holds no ``..``. Every core function that joins a name
 onto a directory calls :func:`check_name` (or :func:`under`), so the CLI, the flows and the Python API are
-all covered; the refusal is an :class:`~eventatlas.io.InputError` (exit 2, one line naming the option).
+all covered; the refusal is an :class:`~eventatlas.errors.InputError` (exit 2, one line naming the option).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .io import InputError
+from .errors import InputError
 
 MAX_LEN = 100
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")

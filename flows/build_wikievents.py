@@ -4,7 +4,7 @@ The core build runs in the flow; with ``params["workers"] > 1`` its sharded step
 dump shards, Wikipedia multistream link-harvest shards) are submitted as Prefect task runs
 on a task runner: the flow's own ``ProcessPoolTaskRunner`` (2 processes) by default, or the one
 the ``runner`` parameter names at run time, with the strings of ``train-all --runner``
-(``process[:N]``, ``dask[:N]``, ``dask:tcp://host:8786``; ``eventatlas.scaleout``); the build then
+(``process[:N]``, ``dask[:N]``, ``dask:tcp://host:8786``; ``eventatlas.run.scaleout``); the build then
 runs in a ``wikievents-core`` subflow bound to it. ``flow_with_runner("dask" | "ray", workers)``
 binds the flow itself (Ray through ``prefect-ray`` when that is installed).
 """
@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow
 
 from eventatlas import config
-from eventatlas.scaleout import parse_runner
+from eventatlas.run.scaleout import parse_runner
 from eventatlas.wiki.build import DEFAULT_PARAMS, XLEL_LANGUAGES, build
 from tasks.wiki import PrefectShardMap, make_backend, record_task
 

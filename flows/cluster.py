@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 from prefect import flow
 
 from eventatlas import config
-from eventatlas.runinfo import new_run_id
+from eventatlas.results.runinfo import new_run_id
 from tasks.cluster import cluster_task
 from tasks.embed import embed_task
 
@@ -22,7 +22,7 @@ def cluster(dataset: str, representation: str = "trigger", algorithm: str = "agg
         n_clusters = len({lab[0] for lab in labels if lab}) or None
         if not n_clusters:
             raise ValueError(f"{mentions}: no labels; pass n_clusters")
-    from eventatlas.encode import embeddings_dir
+    from eventatlas.modeling.encode import embeddings_dir
 
     emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()), {"device": device})
     out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{algorithm}.parquet"

@@ -11,12 +11,12 @@ from tasks.embed import embed_task
 def embed(dataset: str, representations: list[str] | None = None, model_id: str | None = None,
           options: dict | None = None) -> dict[str, str]:
     """Returns representation -> embeddings path (``.npy`` + ``.ids.parquet``)."""
-    from eventatlas.encode import REPRESENTATIONS
+    from eventatlas.modeling.encode import REPRESENTATIONS
 
     mentions = config.datasets_dir() / dataset / "mentions.parquet"
     if not mentions.exists():
         raise FileNotFoundError(f"{mentions}: dataset {dataset!r} is not ingested")
-    from eventatlas.encode import embeddings_dir
+    from eventatlas.modeling.encode import embeddings_dir
 
     cache = str(embeddings_dir())  # resolved now so the task cache key names the real directory
     return {rep: embed_task(str(mentions), model_id, rep, cache, options)

@@ -12,10 +12,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from eventatlas.device import resolve_device
+from eventatlas.modeling.device import resolve_device
 from eventatlas.experiments import load
 from eventatlas.experiments.run import run_experiment
-from eventatlas.scaleout import parse_runner
+from eventatlas.run.scaleout import parse_runner
 from flows.train_all import run_jobs
 from tasks.publish import publish_task
 from tasks.report import report_task

@@ -5,7 +5,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from eventatlas.runinfo import utcnow
+from eventatlas.results.runinfo import utcnow
 from tasks.ingest import failed_ingest_record, ingest_task_for, record_ingest_task
 from tasks.publish import publish_task
 

@@ -8,9 +8,9 @@ from prefect.context import FlowRunContext
 
 from eventatlas import config
 from eventatlas.data import ingested
-from eventatlas.device import resolve_device
+from eventatlas.modeling.device import resolve_device
 from eventatlas.methods import get_spec, validate_params
-from eventatlas.scaleout import RunnerSpec, parse_runner
+from eventatlas.run.scaleout import RunnerSpec, parse_runner
 from tasks.publish import publish_task, summarize_task
 from tasks.report import report_task
 from tasks.runners import gpu_capacity, gpu_placement, task_runner
@@ -113,7 +113,7 @@ def train_all(
     applicable are published as ``skipped`` with the reason and do not fail the flow.
     ``report`` refreshes the results page ``<data>/report.html`` at the end (failed runs included).
 
-    ``runner`` (``eventatlas.scaleout``): ``local`` runs the cells here one by one; ``process[:N]``,
+    ``runner`` (``eventatlas.run.scaleout``): ``local`` runs the cells here one by one; ``process[:N]``,
     ``dask[:N]`` and ``dask:tcp://host:port`` submit every (method, dataset, seed) cell as a task run
     on that task runner (a ``train-grid`` subflow), each cell pinned to ``threads`` threads (default 1);
     cells of a ``gpu="required"`` method only go to Dask workers with the resource ``GPU=1``. Workers

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 def grounding_dataset(scratch: Path) -> Path:
     """The shipped FrameNet grounding sample, ingested under ``scratch``."""
     from eventatlas.config import samples_dir
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     out = Path(scratch) / "framenet_grounding"
     ingest("framenet_grounding", samples_dir() / "framenet_grounding", out_dir=out, dataset="framenet_grounding",
@@ -25,7 +25,7 @@ def grounding_run(dataset_dir: Path, scratch: Path, variants: list[str], *, cros
     ``VARIANT/model``, ``candidate_vectors.npy``, ``cross/`` with ``cross``); returns its run directory."""
     import pyarrow.parquet as pq
 
-    from eventatlas.runner import run_method
+    from eventatlas.run.runner import run_method
 
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_models import tiny_bert  # the tests' tiny model: one definition of it

@@ -44,8 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from eventatlas import benchmarking, config  # noqa: E402
-from eventatlas.registry import load_registry  # noqa: E402
+from eventatlas import config  # noqa: E402
+from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.data.registry import load_registry  # noqa: E402
 
 S = config.samples_dir()
 HUGE, DEEP = "__HUGE_INT__", "__DEEP_NEST__"
@@ -279,8 +280,8 @@ def _snapshot(d: Path) -> dict[str, bytes]:
 def _run_one(reader: str, path: Path, data: Path, previous: Path | None) -> dict:
     """Ingest ``path`` over a copy of the clean sample's version (so the shrink guard and the "previous
     version intact" property are exercised too)."""
-    from eventatlas.cli import _bad_input_types, error_line
-    from eventatlas.ingest import ingest
+    from eventatlas.cli.base import _bad_input_types, error_line
+    from eventatlas.data.ingest import ingest
 
     out = data / "ds"
     if previous is not None:
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="malformed-corpus-", dir=benchmarking.scratch_dir(a, "malformed_corpus")))
     per_file = a.per_file
     try:
-        import eventatlas.ingest  # noqa: F401 - imported once in the parent; the children fork from it
+        import eventatlas.data.ingest  # noqa: F401 - imported once in the parent; the children fork from it
 
         base_rss = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         reg = load_registry()

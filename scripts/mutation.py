@@ -1,8 +1,8 @@
 """Mutation testing of the hardened modules with mutmut (README "Mutation testing"; not part of CI).
 
 Needs ``pip install -e '.[mutation]'``. Scope and test selection: ``[tool.mutmut]`` in
-pyproject.toml; of ``eventatlas/warehouse.py`` only the publish path is run (connect, transaction,
-publish and the row checks publish calls), with ``eventatlas/publishing.py``.
+pyproject.toml; of ``eventatlas/results/warehouse.py`` only the publish path is run (connect, transaction,
+publish and the row checks publish calls), with ``eventatlas/results/publishing.py``.
 
     python scripts/mutation.py [--sample D] [--survivors-of DIR] [--summary] [--smoke] [http|io|publish ...]
 
@@ -29,12 +29,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from eventatlas import benchmarking  # noqa: E402
-W = "eventatlas.warehouse."
+from eventatlas.results import benchmarking  # noqa: E402
+W = "eventatlas.results.warehouse."
 GROUPS = {
     "http": ["eventatlas.wiki.http.*"],
     "io": ["eventatlas.io.*"],
-    "publish": ["eventatlas.publishing.*", W + "xǁWarehouseǁconnect", W + "xǁWarehouseǁtransaction",
+    "publish": ["eventatlas.results.publishing.*", W + "xǁWarehouseǁconnect", W + "xǁWarehouseǁtransaction",
                 W + "xǁWarehouseǁpublish", W + "x_metrics_table", W + "x_train_log_table", W + "x__insert_arrow",
                 W + "x__lock_holder", W + "x__json"],
 }

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks of the atlas build; the work is in ``eventatlas.atlas`` and ``eventatlas.publishing``."""
+"""Thin Prefect tasks of the atlas build; the work is in ``eventatlas.atlas`` and ``eventatlas.results.publishing``."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +28,7 @@ def atlas_build_task(datasets: list[str] | None = None, runs: list[str] | None =
 
 @task(name="atlas-publish")
 def atlas_publish_task(root: str, warehouse_path: str | None = None) -> dict[str, Any]:
-    """:func:`eventatlas.publishing.publish_atlas`: land the changed parts in the warehouse."""
-    from eventatlas.publishing import publish_atlas
+    """:func:`eventatlas.results.publishing.publish_atlas`: land the changed parts in the warehouse."""
+    from eventatlas.results.publishing import publish_atlas
 
     return publish_atlas(root, warehouse_path=warehouse_path, warn=get_run_logger().warning)

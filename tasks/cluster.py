@@ -13,7 +13,7 @@ from eventatlas.io import write_parquet
 @task(name="cluster", task_run_name="cluster-{algorithm}")
 def cluster_task(embeddings: str, algorithm: str, n_clusters: int | None, out_path: str, seed: int = 0) -> str:
     from eventatlas.cluster import cluster
-    from eventatlas.encode import load_embeddings
+    from eventatlas.modeling.encode import load_embeddings
 
     logger = get_run_logger()
     ids, X = load_embeddings(Path(embeddings))

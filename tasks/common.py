@@ -5,8 +5,8 @@ from pathlib import Path
 
 from eventatlas import config
 from eventatlas.data import ingested as ingested_manifests
-# run records live in the core so core code (e.g. eventatlas.ensemble) writes them without tasks/
-from eventatlas.records import data_fingerprint, read_record, write_record  # noqa: F401 (re-exported)
+# run records live in the core so core code (e.g. eventatlas.methods.ensemble) writes them without tasks/
+from eventatlas.results.records import data_fingerprint, read_record, write_record  # noqa: F401 (re-exported)
 
 
 def ingested(datasets_dir: Path | None = None) -> dict[str, Path]:

@@ -24,7 +24,7 @@ def embed_cache_key(context, parameters: dict[str, Any]) -> str:
       cache_expiration=timedelta(days=30), persist_result=True)
 def embed_task(mentions_parquet: str, model_id: str | None, representation: str, cache_dir: str | None = None,
                options: dict[str, Any] | None = None) -> str:
-    from eventatlas.encode import embed_mentions
+    from eventatlas.modeling.encode import embed_mentions
 
     logger = get_run_logger()
     out = embed_mentions(Path(mentions_parquet), model_id, representation, cache_dir=cache_dir, **(options or {}))

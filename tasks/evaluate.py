@@ -12,7 +12,7 @@ from prefect import get_run_logger, task
 def evaluate_task(assignments: str, mentions_parquet: str, *, dataset: str, method: str, representation: str | None,
                   clustering: str | None, seed: int = 0, split: str | None = None, variant: str | None = None,
                   setting: str | None = None) -> list[dict[str, Any]]:
-    from eventatlas.metrics import clustering_scores
+    from eventatlas.evaluation.metrics import clustering_scores
 
     logger = get_run_logger()
     a = pq.read_table(assignments, columns=["mention_id", "cluster"]).to_pydict()

@@ -13,7 +13,7 @@ from eventatlas import config
 def ingest_task(name: str, path: str | None = None, download: bool = False, dataset: str | None = None,
                 opts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Returns the manifest plus ``dataset_dir`` (where the tables landed)."""
-    from eventatlas.ingest import ingest_dataset
+    from eventatlas.data.ingest import ingest_dataset
 
     out = ingest_dataset(name, path, download, dataset, opts)
     how = "downloaded to" if out.get("download") else "from"
@@ -25,7 +25,7 @@ def ingest_task(name: str, path: str | None = None, download: bool = False, data
 def transient_failure(task, task_run, state) -> bool:
     """Prefect ``retry_condition_fn``: retry only a download that failed for a reason that may pass
     (connection errors, 429, 5xx). A checksum refusal, a missing checksum or bad input is final."""
-    from eventatlas.download import DownloadFailed
+    from eventatlas.data.download import DownloadFailed
 
     exc = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
     return isinstance(exc, DownloadFailed) and exc.transient
@@ -35,7 +35,7 @@ def ingest_task_for(download: bool):
     """Network tasks retry transient failures (after the downloader's own retries); the rest fails fast."""
     if not download:
         return ingest_task
-    from eventatlas.download import TRANSIENT_RETRY_DELAYS
+    from eventatlas.data.download import TRANSIENT_RETRY_DELAYS
 
     return ingest_task.with_options(retries=len(TRANSIENT_RETRY_DELAYS), retry_delay_seconds=list(TRANSIENT_RETRY_DELAYS),
                                     retry_condition_fn=transient_failure)
@@ -48,14 +48,14 @@ def dataset_dir_of(manifest: dict[str, Any]) -> Path:
 @task(name="record-ingest")
 def record_ingest_task(manifest: dict[str, Any], params: dict[str, Any], started_at: str) -> str:
     """A run record for an ingest (tables as artifacts), for the publish task to land."""
-    from eventatlas.records import ingest_record
+    from eventatlas.results.records import ingest_record
 
     return str(ingest_record(manifest, params, started_at))
 
 
 def failed_ingest_record(params: dict[str, Any], exc: BaseException, started_at: str) -> str:
-    """The run record of an ingest that failed (:func:`eventatlas.records.failed_ingest_record`), for
+    """The run record of an ingest that failed (:func:`eventatlas.results.records.failed_ingest_record`), for
     the publish task to land; called in the flow's failure path, after the task's last retry."""
-    from eventatlas.records import failed_ingest_record as core
+    from eventatlas.results.records import failed_ingest_record as core
 
     return str(core(params, exc, started_at))

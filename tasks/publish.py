@@ -14,9 +14,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from eventatlas import config
-from eventatlas.plots import is_png_plot, plot_markdown
-from eventatlas.publishing import publish_records
-from eventatlas.records import load_metrics, read_record
+from eventatlas.results.plots import is_png_plot, plot_markdown
+from eventatlas.results.publishing import publish_records
+from eventatlas.results.records import load_metrics, read_record
 
 HEADLINE = ("ari", "nmi", "bcubed_f", "purity_f", "fmi", "v_measure")
 TABLE_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant", "metric",
@@ -77,7 +77,7 @@ def attach_plots(rec: dict[str, Any], dataset: str) -> list[str]:
 @task(name="publish")
 def publish_task(record_paths: list[str], warehouse_path: str | None = None, data_root: str | None = None,
                  artifacts: bool = True) -> dict[str, Any]:
-    """:func:`eventatlas.publishing.publish_records` (runs queued for this warehouse first; a busy
+    """:func:`eventatlas.results.publishing.publish_records` (runs queued for this warehouse first; a busy
     warehouse queues the runs instead of failing: ``queued`` in the result) + Prefect artifacts."""
     logger = get_run_logger()
     plots: list[str] = []

@@ -8,7 +8,7 @@ from prefect import get_run_logger, task
 def report_task(out: str | None = None) -> str:
     """``out`` default ``<data>/report.html``; returns the path written."""
     from eventatlas import config
-    from eventatlas.report import write_report
+    from eventatlas.results.report import write_report
 
     path = write_report(out or config.data_root() / "report.html")
     get_run_logger().info("results report written to %s", path)

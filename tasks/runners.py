@@ -1,4 +1,4 @@
-"""Prefect task runners for a ``runner`` string (``eventatlas.scaleout.parse_runner``).
+"""Prefect task runners for a ``runner`` string (``eventatlas.run.scaleout.parse_runner``).
 
 ``process[:N]`` is Prefect's ``ProcessPoolTaskRunner``; ``dask[:N]`` a temporary local Dask cluster of
 N single-threaded worker processes and ``dask:tcp://host:port`` an existing cluster, both through
@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from eventatlas.scaleout import RunnerSpec
+from eventatlas.run.scaleout import RunnerSpec
 
 
 def task_runner(spec: RunnerSpec) -> Any:
@@ -25,7 +25,7 @@ def task_runner(spec: RunnerSpec) -> Any:
 
         if spec.address:
             return DaskTaskRunner(address=spec.address)
-        from eventatlas.device import cuda_count
+        from eventatlas.modeling.device import cuda_count
 
         kwargs: dict[str, Any] = {"n_workers": spec.n_workers(), "threads_per_worker": 1, "processes": True,
                                   "dashboard_address": None}
@@ -40,7 +40,7 @@ def task_runner(spec: RunnerSpec) -> Any:
                                "(the optional extra; see README 'Scale out')") from None
         if spec.address:
             return RayTaskRunner(address=spec.address)
-        from eventatlas.device import cuda_count
+        from eventatlas.modeling.device import cuda_count
 
         init: dict[str, Any] = {"num_cpus": spec.n_workers(), "include_dashboard": False}
         if cuda_count():

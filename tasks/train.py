@@ -1,6 +1,6 @@
 """Train task: one (method, dataset, seed) -> a run record on disk (never the warehouse).
 
-The work is :func:`eventatlas.runner.run_method`; the record path (``runs/<run_id>/run.json``) is
+The work is :func:`eventatlas.run.runner.run_method`; the record path (``runs/<run_id>/run.json``) is
 what the publish task loads, which keeps frames out of Prefect's result store.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from eventatlas import config
-from eventatlas.records import read_record
-from eventatlas.runner import evaluate_model, run_method
-from eventatlas.scaleout import pinned_threads
+from eventatlas.results.records import read_record
+from eventatlas.run.runner import evaluate_model, run_method
+from eventatlas.run.scaleout import pinned_threads
 
 
 @task(name="train", task_run_name="train-{method}-{dataset}-seed{seed}")

@@ -23,8 +23,8 @@ FIXTURE = ROOT / "tests" / "fixtures" / "experiments"
 def export(out: Path = FIXTURE) -> dict:
     """The experiments' linked runs (quick and full) of the configured warehouse into ``out``."""
     from eventatlas import config
-    from eventatlas.records import read_record
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.records import read_record
+    from eventatlas.results.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
                                      "ORDER BY experiment, mode, cell, seed")
@@ -54,8 +54,8 @@ def export(out: Path = FIXTURE) -> dict:
 def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
     """A warehouse under ``root`` holding the fixture: its runs published and each experiment's links."""
     from eventatlas.experiments import load
-    from eventatlas.publishing import publish_experiment, publish_records
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.publishing import publish_experiment, publish_records
+    from eventatlas.results.warehouse import Warehouse
 
     runs = root / "runs"
     shutil.copytree(fixture / "runs", runs)
@@ -71,7 +71,7 @@ if __name__ == "__main__":
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from eventatlas.experiments.results import write_markdown
+    from eventatlas.results.experiments import write_markdown
 
     links = export()
     print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs into {FIXTURE}")

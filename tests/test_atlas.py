@@ -14,7 +14,8 @@ import pytest
 from eventatlas.atlas import gold as G
 from eventatlas.atlas.calibrate import IsotonicMap, rank_normalise
 from eventatlas.atlas.links import LINKS, link_row
-from eventatlas.atlas.scorers import TypeSet, pair_evidence, score
+from eventatlas.atlas.scorers import score
+from eventatlas.atlas.scorers.base import TypeSet, pair_evidence
 
 
 def _ts(types, rows, owner, names=None):
@@ -148,7 +149,7 @@ def test_declared_and_learned_links_never_mix():
 def test_warehouse_refuses_a_scored_declared_link(tmp_path):
     import duckdb
 
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "w.duckdb")
     wh.migrate()
@@ -205,7 +206,7 @@ def test_skos_export_round_trips_through_rdflib(tmp_path):
 
 # ----------------------------------------------------------------------------- the build on the samples
 def _ingest(names):
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
 
     ingest_samples(names=names)
 
@@ -213,7 +214,7 @@ def _ingest(names):
 def _fake_run(run_id: str, dataset: str):
     """A finished run with one clustering of the dataset's labelled mentions (two clusters)."""
     from eventatlas import config
-    from eventatlas.records import finish_record, new_record, write_record
+    from eventatlas.results.records import finish_record, new_record, write_record
 
     m = pq.read_table(config.datasets_dir() / dataset / "mentions.parquet", columns=["mention_id", "labels"]).to_pylist()
     labels = [r["labels"][0] for r in m]
@@ -229,7 +230,7 @@ def _fake_run(run_id: str, dataset: str):
 
 
 def test_build_flow_on_the_samples_is_incremental(eventatlas_env):
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
     from flows.atlas import atlas
 
     _ingest(["maven_sentences", "framenet", "ontoevent"])
@@ -323,9 +324,9 @@ def test_each_given_encoder_gets_its_own_links_and_scores(eventatlas_env, tmp_pa
     from eventatlas import config
     from eventatlas.atlas.build import build, write_record
     from eventatlas.atlas.link import LinkConfig
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.modeling.saved import ModelWriter, finalize
-    from eventatlas.records import load_metrics, read_record
+    from eventatlas.results.records import load_metrics, read_record
     from tiny_models import tiny_bert
 
     _ingest(["maven_sentences", "framenet"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 S = config.samples_dir()
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_200k_deep_json_is_a_one_line_refusal_exit_2(tmp_path):
 
 @pytest.mark.parametrize("reader,rel", [("maven_fewshot", "maven_fewshot"), ("ontoevent", "ontoevent")])
 def test_deep_json_document_refused_cleanly(eventatlas_env, tmp_path, reader, rel):
-    from eventatlas.io import InputError
+    from eventatlas.errors import InputError
 
     d = _copy(tmp_path, rel)
     f = next(p for p in d.glob("*.json") if p.name != "maven_definition.json")

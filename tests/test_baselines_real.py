@@ -17,13 +17,14 @@ from __future__ import annotations
 import pytest
 
 from conftest import shared_path
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 from eventatlas.methods import get_spec
-from eventatlas.runinfo import code_version, device_info
-from eventatlas.warehouse import Warehouse
+from eventatlas.methods.context import method_runner
+from eventatlas.results.runinfo import code_version, device_info
+from eventatlas.results.warehouse import Warehouse
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
-untuned = get_spec("untuned").runner()
+untuned = method_runner(get_spec("untuned"))
 
 CEO_ARI = {("trigger", "agglomerative"): 48, ("trigger", "manifold"): 46,
            ("sentence", "agglomerative"): 18, ("sentence", "manifold"): 20}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 S = config.samples_dir()
 CAP = 1 << 20

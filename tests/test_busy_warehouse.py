@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from eventatlas.methods import REGISTRY
-from eventatlas.publishing import pending_dir, pending_runs, publish_records, queue_run
-from eventatlas.records import RecordError, finish_record, new_record, write_metrics, write_record
-from eventatlas.warehouse import Warehouse, WarehouseLocked
+from eventatlas.results.publishing import pending_dir, pending_runs, publish_records, queue_run
+from eventatlas.results.records import RecordError, finish_record, new_record, write_metrics, write_record
+from eventatlas.results.warehouse import Warehouse, WarehouseLocked
 
 HOLDER = textwrap.dedent(
     """
@@ -149,7 +149,7 @@ def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, mo
     queues the run and succeeds; the next flow's publish lands it exactly once."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
     from eventatlas.methods import MethodSpec
 
     monkeypatch.setenv("PREFECT_HOME", str(eventatlas_env / "prefect"))
@@ -177,7 +177,7 @@ def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, mo
 
 
 def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
-    from eventatlas.publishing import queue_run
+    from eventatlas.results.publishing import queue_run
 
     runs = eventatlas_env / "runs"
     a, b, c = (_record(runs, n) for n in ("qa", "qb", "qc"))
@@ -193,7 +193,7 @@ def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
 
 
 def test_bad_record_fails_before_anything_is_queued_or_written(wh, eventatlas_env):
-    from eventatlas.records import RecordError
+    from eventatlas.results.records import RecordError
 
     good = _record(eventatlas_env / "runs", "good")
     bad = eventatlas_env / "runs" / "bad" / "run.json"
@@ -226,7 +226,7 @@ def _build(root: Path, build_id: str, mentions: int) -> Path:
 
 
 def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_it(wh, eventatlas_env):
-    from eventatlas.publishing import publish_build
+    from eventatlas.results.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b1", mentions=7)
     said: list[str] = []
@@ -249,7 +249,7 @@ def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_
 
 def test_queued_build_whose_directory_went_away_is_set_aside(wh, eventatlas_env):
 
-    from eventatlas.publishing import publish_build
+    from eventatlas.results.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
     with Holder(wh.path):
@@ -332,7 +332,7 @@ def test_completed_run_with_missing_metrics_is_a_record_error_before_anything_is
 
 def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_needs_one(wh, eventatlas_env):
     from eventatlas.io import atomic_write_json
-    from eventatlas.publishing import publish_build
+    from eventatlas.results.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
     atomic_write_json(pending_dir(wh.path) / "build-b2.json", {"kind": "wiki_build", "build_dir": str(bdir)})
@@ -345,7 +345,7 @@ def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_ne
 
 
 def test_setting_aside_an_entry_another_publish_removed_is_quiet(wh, eventatlas_env):
-    from eventatlas.publishing import _set_aside
+    from eventatlas.results.publishing import _set_aside
 
     said: list[str] = []
     gone = pending_dir(wh.path) / "r9.json"
@@ -368,7 +368,7 @@ def test_outcome_dict_and_the_published_log_line(wh, eventatlas_env, caplog):
 def test_an_empty_training_log_keeps_a_string_run_id_column():
     import pyarrow as pa
 
-    from eventatlas.warehouse import TRAIN_STEPS_SCHEMA, train_log_table
+    from eventatlas.results.warehouse import TRAIN_STEPS_SCHEMA, train_log_table
 
     t = train_log_table([], TRAIN_STEPS_SCHEMA, "train_steps", run_id="r1")
     assert t.num_rows == 0 and t.schema.field("run_id").type == pa.string()

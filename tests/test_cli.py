@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
             "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search", "ground", "runs",
@@ -167,7 +167,7 @@ def _header(output: str, after: int = 0) -> list[str]:
 
 
 def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeypatch):
-    from eventatlas import cli
+    from eventatlas.cli import base as cli
 
     monkeypatch.setattr(cli.console, "width", 300)  # one table row a line
     wh = Warehouse()

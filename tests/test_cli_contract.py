@@ -103,7 +103,7 @@ def test_methods_shows_types_with_allowed_values_and_defaults():
 
 
 def test_did_you_mean():
-    from eventatlas.cli import did_you_mean
+    from eventatlas.cli.base import did_you_mean
 
     assert did_you_mean("untunde", ["untuned", "emr"]) == " (did you mean 'untuned'?)"
     assert did_you_mean("zzz", ["untuned", "emr"]) == ""

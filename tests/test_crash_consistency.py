@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import ingest, list_ingested, list_versions, restore_version
+from eventatlas.data.ingest import ingest, list_ingested, list_versions, restore_version
 from eventatlas.io import fingerprint_paths
 
 S = config.samples_dir()
@@ -147,9 +147,9 @@ def test_training_killed_while_checkpointing_resumes_and_leaves_no_temp_director
 
 
 def test_publish_killed_after_the_commit_lands_the_run_exactly_once(eventatlas_env, monkeypatch):
-    from eventatlas.publishing import pending_runs, publish_records, queue_run
-    from eventatlas.records import finish_record, new_record, write_metrics, write_record
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.publishing import pending_runs, publish_records, queue_run
+    from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
+    from eventatlas.results.warehouse import Warehouse
 
     wh = Warehouse()
     wh.migrate()

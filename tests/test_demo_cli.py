@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.warehouse import Warehouse
 
 runner = CliRunner()
 
@@ -23,7 +23,7 @@ def env(tmp_path_factory):
     from test_flows import build_tiny_bert
 
     from eventatlas import config
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     root = tmp_path_factory.mktemp("demo")
     env = {"EVENTATLAS_DATA": str(root / "user"), "EVENTATLAS_WAREHOUSE": str(root / "user.duckdb"),
@@ -43,7 +43,7 @@ def env(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
-    from eventatlas import cli
+    from eventatlas.cli import base as cli
 
     monkeypatch.setattr(cli.console, "width", 400)  # one table row a line
 

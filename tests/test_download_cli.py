@@ -17,9 +17,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from eventatlas import config, registry
+from eventatlas import config
+from eventatlas.data import registry
 from eventatlas.cli import app
-from eventatlas.download import (ChecksumError, ChecksumRequired, DownloadFailed, fetch, parse_sha256_args,
+from eventatlas.data.download import (ChecksumError, ChecksumRequired, DownloadFailed, fetch, parse_sha256_args,
                                  parse_sha256_file)
 from tasks.ingest import transient_failure
 
@@ -107,7 +108,7 @@ def test_ingest_download_with_sha256_file(release, tmp_path):
     assert sorted(_Release.requests) == sorted(f"/{n}" for n in FILES)
     assert "without checksum verification" not in r.output
     # the run record of the ingest landed in the warehouse
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT status, params->>'download' FROM runs WHERE flow = 'ingest'")
     assert rows == [("completed", "true")]
@@ -125,7 +126,7 @@ def test_checksum_refusal_is_final_one_line_and_fast(release, tmp_path):
     terminal, no retry delays."""
     bad = {**release.sums, "valid.jsonl": "0" * 64}
     args = ["ingest", "maven", "--download"] + [f"--sha256={n}={h}" for n, h in bad.items()]
-    code = ("import sys; from pathlib import Path; import eventatlas.registry as r; "
+    code = ("import sys; from pathlib import Path; import eventatlas.data.registry as r; "
             f"r.REGISTRY_YAML = Path({str(release.registry)!r}); from eventatlas.cli import app; "
             f"sys.argv = ['eventatlas'] + {args!r}; app()")
     t0 = time.perf_counter()

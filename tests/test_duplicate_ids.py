@@ -7,7 +7,7 @@ import shutil
 import pyarrow.parquet as pq
 
 from eventatlas import config
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 from eventatlas.io import Rejects
 
 SAMPLES = config.samples_dir()

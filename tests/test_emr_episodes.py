@@ -118,7 +118,7 @@ def test_pool_refuses_a_dataset_without_labels(tmp_path):
 def test_episode_on_the_real_maven_subset(tmp_path):
     from conftest import shared_path
 
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     src = shared_path("maven", "subset", "maven_subset_a.json")
     ingest("maven_sentences", src, out_dir=tmp_path / "maven_subset", dataset="maven_subset")

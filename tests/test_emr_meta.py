@@ -12,9 +12,9 @@ from eventatlas.cli import app
 from eventatlas.emr.meta import MetaError, load_meta, train_meta_network, type_key, unseen_types
 from eventatlas.emr.models import QueryNetworks, SiameseParams, train_query_networks
 from eventatlas.evaluation.retrieval import evaluate_retrieval, relevance_from_labels
-from eventatlas.ingest import ingest
-from eventatlas.records import load_metrics, read_record
-from eventatlas.runner import run_method
+from eventatlas.data.ingest import ingest
+from eventatlas.results.records import load_metrics, read_record
+from eventatlas.run.runner import run_method
 from eventatlas.training import TrainingArgs
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "emr" / "emr_sample.json"
@@ -185,7 +185,7 @@ def test_meta_network_on_real_maven_sentences_ranks_a_held_out_type_first(tmp_pa
     from conftest import shared_path
 
     from eventatlas.emr.episodes import candidate_pool
-    from eventatlas.encode import Encoder
+    from eventatlas.modeling.encode import Encoder
 
     src = shared_path("maven", "subset", "maven_subset_a.json")
     ingest("maven_sentences", src, out_dir=tmp_path / "maven_subset", dataset="maven_subset")

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from eventatlas.cli import app
 from eventatlas.emr.search import SearchError, marked_span, read_examples
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "emr" / "emr_sample.json"
 runner = CliRunner()

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from eventatlas.encode import REPRESENTATIONS, Encoder, embed_mentions, load_embeddings, resolve_model
+from eventatlas.modeling.encode import REPRESENTATIONS, Encoder, embed_mentions, load_embeddings, resolve_model
 from eventatlas.modeling.inputs import window
-from eventatlas.io import InputError, rows_to_table, stable_id
+from eventatlas.errors import InputError
+from eventatlas.io import rows_to_table, stable_id
 from eventatlas.schema import MENTIONS
 
 WORDS = (
@@ -342,7 +343,7 @@ def test_embed_mentions_default_cache_dir_and_errors(tiny, tmp_path, eventatlas_
 def test_bf16_path_close_to_fp32(tiny, monkeypatch, tmp_path):
     # explicit bf16 runs on any CPU (emulated where there is no native support); "auto" is fp32 on every
     # CPU, even where the (cached) timing probe measured bf16 faster: the probe only advises
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(dev, "_PROBES", {})

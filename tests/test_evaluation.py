@@ -12,7 +12,7 @@ import pytest
 from eventatlas import config
 from eventatlas.evaluation import METRIC_KEYS
 from eventatlas.evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs, evaluate_event_pairs, event_text, hard_metric_name
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 from eventatlas.schema import EVENT_PAIRS
 
 

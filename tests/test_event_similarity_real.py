@@ -4,15 +4,16 @@ from __future__ import annotations
 import pytest
 from conftest import shared_path
 
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 
 @pytest.mark.shared_data
 @pytest.mark.slow
 def test_untuned_minilm_is_fooled_by_lexical_overlap(eventatlas_env):
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
-    run = get_spec("untuned").runner()
+    run = method_runner(get_spec("untuned"))
 
     d = eventatlas_env / "data" / "datasets"
     ingest("hard_similarity", shared_path("event_similarity", "hard_quadruples.txt"), out_dir=d / "hard")

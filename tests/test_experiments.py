@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from eventatlas import config
 from eventatlas.experiments import ExperimentError, experiment_files, load
 from eventatlas.experiments.run import run_experiment, run_jobs_here
-from eventatlas.publishing import publish_records
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.publishing import publish_records
+from eventatlas.results.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "experiments"  # tests/experiment_fixture.py
@@ -161,7 +161,7 @@ def test_killed_experiment_finishes_only_the_missing_cells(world, tmp_path):
 
 def test_killed_cell_run_is_taken_over(world):
     """A cell killed half-way leaves a run directory without a record: the next attempt writes into it."""
-    from eventatlas.runner import training_prefix
+    from eventatlas.run.runner import training_prefix
 
     exp = load("untuned_baselines", quick=True)
     cell = exp.all_cells()[0]
@@ -257,7 +257,7 @@ def test_generated_deployments_match_the_folder():
 def test_committed_result_pages_equal_a_regeneration(tmp_path):
     from experiment_fixture import fixture_warehouse
 
-    from eventatlas.experiments.results import write_markdown
+    from eventatlas.results.experiments import write_markdown
 
     pages = write_markdown(tmp_path / "pages", fixture_warehouse(tmp_path))
     committed = sorted((ROOT / "docs" / "results").glob("*.md"))
@@ -270,8 +270,8 @@ def test_committed_result_pages_equal_a_regeneration(tmp_path):
 def test_report_has_a_section_per_experiment(tmp_path):
     from experiment_fixture import fixture_warehouse
 
-    from eventatlas.report import load as load_report
-    from eventatlas.report import render
+    from eventatlas.results.report import load as load_report
+    from eventatlas.results.report import render
 
     wh = fixture_warehouse(tmp_path)
     page = render(load_report(wh))

@@ -14,7 +14,7 @@ import pytest
 
 from eventatlas.io import sha256_file
 from eventatlas.methods import REGISTRY
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.warehouse import Warehouse
 
 
 def build_tiny_bert(out: Path, texts: list[str]) -> Path:
@@ -48,7 +48,7 @@ def env(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE", "PREFECT_HOME")}
     os.environ.update(EVENTATLAS_DATA=str(root / "data"), EVENTATLAS_WAREHOUSE=str(root / "wh.duckdb"),
                       PREFECT_HOME=str(root / "prefect"))
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
 
     manifests = ingest_samples()
     texts = [s for m in manifests if (Path(m["path"]) / "mentions.parquet").exists()
@@ -74,7 +74,7 @@ def _untuned(env):
 
 
 def test_train_all_end_to_end_on_samples(env):
-    from eventatlas.metrics import clustering_scores
+    from eventatlas.evaluation.metrics import clustering_scores
     from flows.train_all import train_all
     from tasks.common import labelled_datasets
 
@@ -246,7 +246,7 @@ def test_prefect_yaml_deployments():
     import yaml
 
     from eventatlas import config
-    from eventatlas.registry import load_registry
+    from eventatlas.data.registry import load_registry
 
     spec = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text())
     assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory":

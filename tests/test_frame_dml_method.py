@@ -12,7 +12,7 @@ from tiny_models import tiny_bert
 
 def _ingest_sample(root: Path) -> Path:
     from eventatlas import config
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     out = root / "data" / "datasets" / "fn_verbs_sample"
     ingest("framenet", config.samples_dir() / "framenet_verbs", out_dir=out, dataset="fn_verbs_sample")
@@ -22,6 +22,7 @@ def _ingest_sample(root: Path) -> Path:
 def test_sample_split_and_not_applicable(eventatlas_env):
     from eventatlas.data.verbsplit import assign, dataset_table, frame_mentions, split_verbs
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
     from eventatlas.methods.base import NotApplicable
 
     ds = _ingest_sample(eventatlas_env)
@@ -44,7 +45,7 @@ def test_sample_split_and_not_applicable(eventatlas_env):
                                  "trigger_start": 0, "trigger_end": 1, "trigger": "a", "labels": [f"T{i % 2}"]})
         w.commit()
     with pytest.raises(NotApplicable):
-        get_spec("frame_dml").runner()(d, eventatlas_env / "out", seed=0)
+        method_runner(get_spec("frame_dml"))(d, eventatlas_env / "out", seed=0)
 
 
 @pytest.mark.slow
@@ -52,7 +53,7 @@ def test_sample_split_and_not_applicable(eventatlas_env):
 def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
     from flows.train_all import train_all
 
     root = eventatlas_env
@@ -121,7 +122,7 @@ def test_pair_batches_are_length_sorted_and_restore_order(tmp_path):
     import torch
 
     from eventatlas.framedml.training import DMLModel, DMLTask
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
     sents = ["a b c d e f g h they walk", "walk now", "they walk to the very long old station today", "eat it",
              "we eat fish", "buy", "they buy a car now ok", "x y buy"]
@@ -156,11 +157,12 @@ def test_select_epoch_keeps_the_dev_best_epoch(eventatlas_env):
     """``select_epoch``: dev is scored after every epoch, the best epoch's weights are the ones evaluated
     (its dev score is the final dev score) and its number is a training row."""
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
     ds = _ingest_sample(eventatlas_env)
     model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
     out = eventatlas_env / "out_select"
-    res = get_spec("frame_dml").runner()(
+    res = method_runner(get_spec("frame_dml"))(
         ds, out, seed=0, model_id=str(model), losses=["adacos"], alphas=[0.0, 0.5, 1.0], folds=[0],
         precision="fp32", projection=False, ranking=False, select_epoch=True,
         train={"epochs": 3, "batch_size": 8, "lr": 3e-3, "precision": "fp32", "threads": 1})
@@ -182,18 +184,19 @@ def test_full_test_fold_unless_max_test(eventatlas_env, monkeypatch):
     wall time of every test clustering and the linkage path the memory ceiling picks are recorded (above
     ``EVENTATLAS_MAX_DENSE_N`` the O(N·d) NN-chain, as on a 23k-instance FN 1.5 fold)."""
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
     ds = _ingest_sample(eventatlas_env)
     model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
     kw = dict(seed=0, model_id=str(model), losses=["vanilla"], alphas=[0.0, 1.0], folds=[0], precision="fp32",
               projection=False, ranking=False)
-    full = get_spec("frame_dml").runner()(ds, eventatlas_env / "full", **kw).params["folds"]["0"]
+    full = method_runner(get_spec("frame_dml"))(ds, eventatlas_env / "full", **kw).params["folds"]["0"]
     assert full["n_test"] == full["n_test_full"] > 10
     assert set(full["models"]["vanilla"]["test_clustering_s"]) == {
         f"{r} {c}" for r in ("word", "mask", "w+m") for c in ("one_step", "two_step")}
     assert full["models"]["vanilla"]["test_linkage"] == "dense"  # a few dozen rows, far below the ceiling
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_N", "5")
-    sub = get_spec("frame_dml").runner()(ds, eventatlas_env / "sub", max_test=10, **kw)
+    sub = method_runner(get_spec("frame_dml"))(ds, eventatlas_env / "sub", max_test=10, **kw)
     assert sub.params["folds"]["0"]["n_test"] == 10
     assert sub.params["folds"]["0"]["models"]["vanilla"]["test_linkage"] == "nnchain"
     n = {m["setting"]: m["value"] for m in sub.metrics

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventatlas import config
-from eventatlas.ingest import ingest
-from eventatlas.io import InputError
-from eventatlas.registry import load_registry
+from eventatlas.data.ingest import ingest
+from eventatlas.errors import InputError
+from eventatlas.data.registry import load_registry
 from eventatlas.schema import TABLES
 
 # CI: 30 derandomized examples per reader; EVENTATLAS_FUZZ_EXAMPLES=500 for a longer, random run

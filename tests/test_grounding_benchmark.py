@@ -11,8 +11,8 @@ from conftest import shared_path
 
 from eventatlas.config import samples_dir
 from eventatlas.data import Manifest
-from eventatlas.ingest import ingest
-from eventatlas.io import InputError
+from eventatlas.data.ingest import ingest
+from eventatlas.errors import InputError
 from eventatlas.readers import framenet_grounding
 from readers_util import assert_offsets, collect
 

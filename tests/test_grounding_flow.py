@@ -42,7 +42,7 @@ def world(tmp_path_factory):
 def test_train_all_grounding_then_ground(world):
     from eventatlas.cli import app
     from eventatlas.data import Manifest
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
     from flows.train_all import train_all
 
     assert "grounding" in Manifest.read(world["dataset"]).kinds()

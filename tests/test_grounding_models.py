@@ -97,7 +97,7 @@ def test_retrieval_among_a_subset_returns_pool_indices():
 @pytest.fixture(scope="module")
 def sample_world(tmp_path_factory):
     from eventatlas.config import samples_dir
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
     from tiny_models import tiny_bert
 
     root = tmp_path_factory.mktemp("grounding")
@@ -109,6 +109,7 @@ def sample_world(tmp_path_factory):
 
 def test_method_runs_every_variant_and_the_cross_encoder(sample_world, monkeypatch):
     from eventatlas.methods import SPECS
+    from eventatlas.methods.context import method_runner
 
     root, model = sample_world
     monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
@@ -116,7 +117,7 @@ def test_method_runs_every_variant_and_the_cross_encoder(sample_world, monkeypat
     cfg = spec.validate({"model_id": str(model), "variants": ["untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"],
                          "cross_encoder": True, "device": "cpu", "cross_k": 4, "ks": [1, 4], "mention_pool": "trigger",
                          "train": {"epochs": 1, "batch_size": 4}, "hp": {"epochs": 1}})
-    res = spec.runner()(root / "fng", root / "run", seed=0, config=cfg)
+    res = method_runner(spec)(root / "fng", root / "run", seed=0, config=cfg)
     rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}
     for v in ("untuned", "baseline", "multilabel", "hp", "hjl", "hp_hjl"):
         for split in ("dev", "test"):
@@ -221,6 +222,7 @@ def test_outside_eval_excludes_every_eval_event_even_beyond_the_caps(sample_worl
 
 def test_method_with_cosine_negatives_and_dev_selected_epoch(sample_world, monkeypatch):
     from eventatlas.methods import SPECS
+    from eventatlas.methods.context import method_runner
 
     root, model = sample_world
     monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
@@ -228,7 +230,7 @@ def test_method_with_cosine_negatives_and_dev_selected_epoch(sample_world, monke
     cfg = spec.validate({"model_id": str(model), "variants": ["multilabel"], "device": "cpu", "ks": [1, 4],
                          "score": "cosine", "negatives": 3, "select_on_dev": True, "patience": 1,
                          "train": {"epochs": 3, "batch_size": 4}})
-    res = spec.runner()(root / "fng", root / "run_cos", seed=0, config=cfg)
+    res = method_runner(spec)(root / "fng", root / "run_cos", seed=0, config=cfg)
     info = res.params["variants"]["multilabel"]["train"]
     by_epoch = info["dev_recall_at_min_by_epoch"]
     assert 1 <= len(by_epoch) <= 3 and all(0 <= v <= 1 for v in by_epoch)
@@ -274,6 +276,7 @@ def test_msoftmax_linking_batches_keep_the_multilabel_targets():
 
 def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, monkeypatch):
     from eventatlas.methods import SPECS
+    from eventatlas.methods.context import method_runner
 
     root, model = sample_world
     monkeypatch.setenv("EVENTATLAS_CACHE", str(root / "cache"))
@@ -290,7 +293,7 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
         return force_golds(ranked, golds)
 
     monkeypatch.setattr(X, "force_golds", spy)
-    res = spec.runner()(root / "fng", root / "run_msm", seed=0, config=cfg)
+    res = method_runner(spec)(root / "fng", root / "run_msm", seed=0, config=cfg)
     rows = {(r["variant"], r["split"], r["metric"]): r["value"] for r in res.metrics}
     assert {v for v, _, _ in rows} >= {"baseline", "multilabel+msoftmax"} and ("multilabel", "dev", "recall@1") not in rows
     assert (root / "run_msm" / "multilabel+msoftmax" / "model" / "config.json").exists()
@@ -302,7 +305,7 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     from eventatlas.grounding.data import load
     from eventatlas.grounding.protocol import _vectors
     from eventatlas.methods.grounding import GroundingConfig
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
     gd = load(root / "fng", max_mentions={"dev": None}, splits=("train", "dev"))
     r3 = {}

@@ -61,7 +61,7 @@ def test_unseen_choice_selection_seen_is_the_rest_and_recorded():
 def test_maven_subset_protocol_split_is_deterministic():
     """The registry's MAVEN 150/18 protocol on the real subset: 147 seen, 18 unseen with >= 30 mentions."""
     from conftest import shared_path
-    from eventatlas.registry import load_registry
+    from eventatlas.data.registry import load_registry
 
     path = shared_path("maven", "subset", "maven_subset_a.json")
     proto = load_registry()["maven_sentences"]["protocol"]["induction"]
@@ -124,7 +124,7 @@ def tiny_task(tmp_path_factory):
 
     from eventatlas.induction.model import InductionModel
     from eventatlas.induction.training import InductionTask
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.modeling.inputs import mark_triggers
 
     from transformers import BertTokenizerFast
@@ -205,7 +205,7 @@ def test_frozen_encoder_does_not_move_while_the_heads_train(tmp_path):
     from tiny_models import tiny_bert
     from train_worker import SENTS as WS, Head, Task
 
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.training import Trainer, TrainingArgs
 
     d = tiny_bert(tmp_path / "m", [s for s, _, _ in WS])
@@ -258,10 +258,11 @@ def test_untuned_with_trigger_markers_embeds_marked_inputs(tmp_path, monkeypatch
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from tiny_models import tiny_bert
 
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
 
-    run = get_spec("untuned").runner()
+    run = method_runner(get_spec("untuned"))
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))
     ingest_samples(tmp_path / "ds", names=["ontoevent"])
@@ -287,7 +288,7 @@ def test_ensemble_is_clustered_with_the_members_manifold_neighbour_count(tmp_pat
     from eventatlas.induction.evaluate import distance_inputs, ensemble, ensemble_rows
     from eventatlas.induction.training import save_npz
     from eventatlas.methods.batch_attention import BatchAttentionConfig, cluster_settings
-    from eventatlas.metrics import clustering_scores
+    from eventatlas.evaluation.metrics import clustering_scores
 
     rng = np.random.default_rng(0)
     y = [f"T{i % 3}" for i in range(30)]

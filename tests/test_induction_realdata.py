@@ -43,11 +43,11 @@ def test_mappings_name_real_framenet_frames():
 def test_trainer_features_equal_encoder_features(tmp_path, rep):
     # the trained model's F (before any step) is the frozen Encoder's representation, L2-normalised:
     # both run the one MentionEncoder module on the one definition of the inputs
-    from eventatlas.encode import Encoder
+    from eventatlas.modeling.encode import Encoder
     from eventatlas.induction.model import InductionModel
     from eventatlas.induction.training import embed_fqk
     from eventatlas.io import Rejects
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.modeling.tokens import tokenize_cached
     from eventatlas.readers import ontoevent
 

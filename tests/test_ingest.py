@@ -11,11 +11,11 @@ import pytest
 from conftest import shared_path
 
 from eventatlas import config
-from eventatlas.download import ChecksumError, ChecksumRequired, download, fetch_dataset
-from eventatlas.ingest import ingest, ingest_samples, list_ingested
-from eventatlas.io import InputError
+from eventatlas.data.download import ChecksumError, ChecksumRequired, download, fetch_dataset
+from eventatlas.data.ingest import ingest, ingest_samples, list_ingested
+from eventatlas.errors import InputError
 from eventatlas.readers import REGISTRY
-from eventatlas.registry import dataset_entry, load_registry
+from eventatlas.data.registry import dataset_entry, load_registry
 from eventatlas.schema import SCHEMA_VERSION, TABLES
 
 
@@ -50,7 +50,7 @@ def test_registry_bad_file_and_no_import_cycle(tmp_path):
     import subprocess
     import sys
 
-    code = "import sys, eventatlas.download; print('eventatlas.ingest' in sys.modules)"
+    code = "import sys, eventatlas.data.download; print('eventatlas.data.ingest' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

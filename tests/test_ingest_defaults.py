@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas import config
-from eventatlas.registry import dataset_entry
+from eventatlas.data.registry import dataset_entry
 
 
 def test_registry_default_is_the_train_file():

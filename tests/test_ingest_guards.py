@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import clean_stale_temp, ingest, list_versions, restore_version
-from eventatlas.io import InputError
+from eventatlas.data.ingest import clean_stale_temp, ingest, list_versions, restore_version
+from eventatlas.errors import InputError
 
 SAMPLES = config.samples_dir()
 

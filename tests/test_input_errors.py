@@ -12,9 +12,9 @@ import typer
 from typer.testing import CliRunner
 
 from eventatlas import config
-from eventatlas.cli import _ErrorsAsLines, _main, error_line
-from eventatlas.ingest import ingest
-from eventatlas.io import InputError
+from eventatlas.cli.base import _ErrorsAsLines, _main, error_line
+from eventatlas.data.ingest import ingest
+from eventatlas.errors import InputError
 
 SAMPLES = config.samples_dir()
 
@@ -130,7 +130,7 @@ def test_error_line_forms():
 def test_prefect_filter_drops_handled_errors_only(monkeypatch):
     import logging
 
-    from eventatlas.cli import _DEBUG, _FILTER
+    from eventatlas.cli.base import _DEBUG, _FILTER
 
     monkeypatch.setitem(_DEBUG, "on", False)
 
@@ -175,7 +175,7 @@ def test_cli_ingest_of_bad_input_end_to_end(tmp_path):
 
 
 def test_table_cells_are_printed_literally(capsys):
-    from eventatlas.cli import print_rows
+    from eventatlas.cli.base import print_rows
 
     print_rows(["detail"], [("expected {type: [instance, ...]} [red]x[/red]",)])
     out = capsys.readouterr().out

@@ -8,14 +8,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas.methods import ParamError, get_spec
-from eventatlas.records import load_metrics, read_record
-from eventatlas.runner import run_method
+from eventatlas.results.records import load_metrics, read_record
+from eventatlas.run.runner import run_method
 
 
 @pytest.fixture(scope="module")
 def onto(tmp_path_factory):
     """The shipped OntoEvent sample and a tiny BERT over its sentences."""
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
     from tiny_models import tiny_bert
 
     root = tmp_path_factory.mktemp("ctx")
@@ -31,9 +31,9 @@ def _params(model, **extra):
 
 
 def _probe_says(monkeypatch, faster: bool):
-    """A 'machine' whose CPU timing probe (measured and cached, as ``python -m eventatlas.device`` does)
+    """A 'machine' whose CPU timing probe (measured and cached, as ``python -m eventatlas.modeling.device`` does)
     found bf16 faster (or slower) than fp32."""
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     def fake(s, mode, reps=3):
         return {"fp32_ms": 10.0, "bf16_ms": 4.0 if faster else 12.0, "bf16_faster": faster}
@@ -50,7 +50,7 @@ def test_precision_is_the_same_on_two_machines_and_recorded(onto, eventatlas_env
     for machine, faster in (("amx", True), ("avx2", False)):
         monkeypatch.setenv("EVENTATLAS_CACHE", str(eventatlas_env / f"cache_{machine}"))
         _probe_says(monkeypatch, faster)
-        with caplog.at_level("INFO", logger="eventatlas.device"):
+        with caplog.at_level("INFO", logger="eventatlas.modeling.device"):
             rec = read_record(run_method("untuned", ds, seed=0, params=_params(model), device="cpu"))
         assert rec["run"]["status"] == "completed", rec["run"].get("error")
         recs[machine] = rec
@@ -79,7 +79,7 @@ def test_precision_is_part_of_the_configuration_identity(onto, eventatlas_env):
 
 
 def test_device_is_resolved_once_per_run(onto, eventatlas_env, monkeypatch):
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     ds, model = onto
     calls = []

@@ -10,7 +10,7 @@ import pytest
 from sklearn import metrics as skm
 
 from conftest import shared_path
-from eventatlas import metrics as M
+from eventatlas.evaluation import metrics as M
 
 # Example A: gold a a a b b c / predicted 0 0 1 1 1 2
 # contingency (rows a,b,c; cols 0,1,2): a=[2,1,0] b=[0,2,0] c=[0,0,1]; |pred| = 2,3,1; |gold| = 3,2,1; N = 6

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.io import DatasetWriter, InputError
+from eventatlas.errors import InputError
+from eventatlas.io import DatasetWriter
 
 SAMPLES = config.samples_dir()
 BAD = ["../../escaped", "..", "a/b", "a\\b", ".hidden", "", "x" * 101, "a..b", "sp ace", "semi;colon", "nul\x00"]
@@ -40,7 +41,7 @@ def _files_outside(root: Path, inside: Path) -> list[Path]:
 
 
 def test_core_ingest_refuses_escaping_dataset_name(eventatlas_env):
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     with pytest.raises(InputError, match=r"^--dataset '\.\./\.\./escaped': holds a path separator"):
         ingest("maven", SAMPLES / "maven", dataset="../../escaped", progress=False)
@@ -49,9 +50,9 @@ def test_core_ingest_refuses_escaping_dataset_name(eventatlas_env):
 
 
 def test_every_core_function_checks(eventatlas_env, tmp_path):
-    from eventatlas.ingest import list_versions, restore_version
-    from eventatlas.records import failed_ingest_record
-    from eventatlas.runner import claim_run
+    from eventatlas.data.ingest import list_versions, restore_version
+    from eventatlas.results.records import failed_ingest_record
+    from eventatlas.run.runner import claim_run
 
     with pytest.raises(InputError, match=r"^dataset '\.\./x'"):
         list_versions("../x")

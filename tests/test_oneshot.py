@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "datasets" / "samples" / "maven" / "train.jsonl"
@@ -26,7 +26,7 @@ def clean_env(eventatlas_env, monkeypatch):
 
 
 def test_use_prefect_follows_the_configured_api(clean_env, monkeypatch):
-    from eventatlas.cli import prefect_api_configured, use_prefect
+    from eventatlas.cli.base import prefect_api_configured, use_prefect
 
     assert not prefect_api_configured() and not use_prefect()
     home = clean_env / "prefect-home"
@@ -106,9 +106,9 @@ def test_ingest_with_an_api_goes_through_the_prefect_flow(clean_env, monkeypatch
 
 
 def test_direct_ingest_retries_a_transient_download_failure_like_the_task(clean_env, monkeypatch):
-    import eventatlas.ingest as core
+    import eventatlas.data.ingest as core
     from eventatlas.cli import data as cli
-    from eventatlas.download import DownloadFailed
+    from eventatlas.data.download import DownloadFailed
 
     calls, slept = [], []
     real = core.ingest

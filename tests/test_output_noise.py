@@ -69,14 +69,14 @@ def test_transformers_bars_and_sklearn_warnings_follow_verbosity(tmp_path, capfd
 
 
 def test_embedding_shows_its_own_progress(tmp_path, caplog, capsys):
-    from eventatlas.encode import embed_mentions
-    from eventatlas.ingest import ingest
+    from eventatlas.modeling.encode import embed_mentions
+    from eventatlas.data.ingest import ingest
 
     m = ingest("ontoevent", config.samples_dir() / "ontoevent", out_dir=tmp_path / "ds", dataset="onto", progress=False)
     sents = pq.read_table(Path(m["path"]) / "mentions.parquet")["sentence"].to_pylist()
     model = tiny_bert(tmp_path / "m", sents)
     n = len(sents)
-    with caplog.at_level(logging.INFO, logger="eventatlas.encode"):
+    with caplog.at_level(logging.INFO, logger="eventatlas.modeling.encode"):
         embed_mentions(Path(m["path"]), str(model), "trigger", cache_dir=tmp_path / "cache", progress=True,
                        precision="fp32", device="cpu")
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The publish path: run records (core, eventatlas.records) landed by the `publish` flow / task,
+"""The publish path: run records (core, eventatlas.results.records) landed by the `publish` flow / task,
 training logs included, PNG plots attached to the Prefect run, `eventatlas publish` on records written
 outside a flow, and `eventatlas ensemble` publishing the ensemble of finished runs."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventatlas.records import (
+from eventatlas.results.records import (
     RecordError,
     find_records,
     finish_record,
@@ -25,7 +25,7 @@ from eventatlas.records import (
     write_metrics,
     write_record,
 )
-from eventatlas.warehouse import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, Warehouse, WarehouseError
+from eventatlas.results.warehouse import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, Warehouse, WarehouseError
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_ensemble_of_finished_runs_is_a_published_run(tmp_path, monkeypatch):
     real console command, in a subprocess) writes the ensemble's record and lands it through the publish path."""
     from test_induction_flow import _tiny_bert, _write_dataset
 
-    from eventatlas.runner import run_method
+    from eventatlas.run.runner import run_method
 
     monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("EVENTATLAS_CACHE", str(tmp_path / "cache"))

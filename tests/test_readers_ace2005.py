@@ -8,7 +8,8 @@ from collections import defaultdict
 import pytest
 
 from eventatlas.config import samples_dir
-from eventatlas.io import InputError, Rejects
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 from eventatlas.readers import ace2005
 
 SAMPLE = samples_dir() / "ace2005"

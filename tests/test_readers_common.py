@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from eventatlas.io import InputError, Rejects
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 from eventatlas.readers import REGISTRY, get_reader
 from eventatlas.readers._common import align_tokens, check_span, iter_jsonl, join_tokens
 from eventatlas.readers._xml import parse_bytes

@@ -7,7 +7,8 @@ import pytest
 from conftest import shared_path
 
 from eventatlas.config import samples_dir
-from eventatlas.io import InputError, Rejects
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 from eventatlas.readers import hard_similarity, mcnc, transitive_similarity
 
 

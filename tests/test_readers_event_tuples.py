@@ -7,7 +7,8 @@ import pytest
 from conftest import shared_path
 
 from eventatlas.config import samples_dir
-from eventatlas.io import InputError, Rejects
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 from eventatlas.readers import event_tuples
 
 
@@ -89,7 +90,7 @@ def test_real_nyt_tuples():
 
 def test_ingested_sample_is_cooccurrence_training_data(tmp_path):
     from eventatlas.data import Manifest
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     ingest("event_tuples", samples_dir() / "event_tuples" / "tuples_sample.txt", out_dir=tmp_path / "et")
     man = Manifest.read(tmp_path / "et")

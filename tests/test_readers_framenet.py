@@ -9,7 +9,7 @@ import pytest
 from conftest import shared_path
 
 from eventatlas.config import samples_dir
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 from eventatlas.readers import framenet, framenet_jsonl
 from readers_util import collect, assert_offsets
 

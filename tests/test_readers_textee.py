@@ -14,8 +14,9 @@ from readers_util import assert_offsets, collect
 from eventatlas import config
 from eventatlas.data.manifest import Manifest
 from eventatlas.data.protocol import protocol_for
-from eventatlas.ingest import ingest
-from eventatlas.io import InputError, Rejects
+from eventatlas.data.ingest import ingest
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 from eventatlas.readers import get_reader, textee
 
 SAMPLES = config.samples_dir() / "textee"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from eventatlas import config
-from eventatlas.ingest import ingest
-from eventatlas.io import InputError
+from eventatlas.data.ingest import ingest
+from eventatlas.errors import InputError
 from eventatlas.readers._zip import SafeZip, unsafe_member
 
 FN = config.samples_dir() / "framenet"

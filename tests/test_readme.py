@@ -142,8 +142,8 @@ def test_readme_sql_examples_run(eventatlas_env):
     sample, and the leaderboard examples give the hand-computed answer on published rows."""
     import duckdb
 
-    from eventatlas.ingest import ingest_dataset
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.data.ingest import ingest_dataset
+    from eventatlas.results.warehouse import Warehouse
 
     ingest_dataset("ontoevent", str(REPO / "datasets" / "samples" / "ontoevent" / "event_relation.json"))
     wh = Warehouse()

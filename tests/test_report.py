@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.warehouse import Warehouse
+from eventatlas.results.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("EVENTATLAS_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))

@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from eventatlas import benchmarking, records
-from eventatlas.report import benchmarks_html, load, load_benchmarks, render
-from eventatlas.warehouse import Warehouse
+from eventatlas.results import benchmarking
+from eventatlas.results import records
+from eventatlas.results.report import benchmarks_html, load, load_benchmarks, render
+from eventatlas.results.warehouse import Warehouse
 
 
 def _publish(monkeypatch, version: str, cases: list[dict], smoke: bool = False) -> str:
@@ -57,7 +58,7 @@ def test_latest_ratio_both_arms_machine_and_history(bench_warehouse):
     assert "sentence-transformers: 250" in thr and "eventatlas: 300" in thr
     secs = next(t for t in trs if 'data-quantity="s"' in t)
     assert float(re.search(r'data-ratio="([^"]+)"', secs).group(1)) == pytest.approx(2.5)  # lower is better: 5 / 2
-    from eventatlas.device import cpu_name
+    from eventatlas.modeling.device import cpu_name
 
     assert cpu_name() in thr  # the machine it ran on
     hist = section[section.index('class="benchmark-history"'):]

@@ -40,7 +40,7 @@ def test_embed_flow_run_logs_hold_the_core_progress_lines(eventatlas_env, tmp_pa
     from prefect.testing.utilities import prefect_test_harness
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    from eventatlas.ingest import ingest
+    from eventatlas.data.ingest import ingest
 
     man = ingest("ontoevent", config.samples_dir() / "ontoevent")
     sentences = pq.read_table(Path(man["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
@@ -54,9 +54,9 @@ def test_embed_flow_run_logs_hold_the_core_progress_lines(eventatlas_env, tmp_pa
         logs = _flow_logs(state.state_details.flow_run_id)
     core = [(lg.name, lg.level, lg.message) for lg in logs if lg.name.startswith("eventatlas")]
     n = man["rows"]["mentions"]
-    # eventatlas.encode's INFO lines: the job and its end (rows, time), once each (one handler)
-    starts = [m for name, lvl, m in core if name == "eventatlas.encode" and m.startswith(f"embedding {n} mentions")]
-    ends = [m for name, lvl, m in core if name == "eventatlas.encode" and f": {n} mentions in " in m]
+    # eventatlas.modeling.encode's INFO lines: the job and its end (rows, time), once each (one handler)
+    starts = [m for name, lvl, m in core if name == "eventatlas.modeling.encode" and m.startswith(f"embedding {n} mentions")]
+    ends = [m for name, lvl, m in core if name == "eventatlas.modeling.encode" and f": {n} mentions in " in m]
     assert len(starts) == 1 and len(ends) == 1, core
     assert {lvl for _, lvl, _ in core} >= {logging.INFO}
     # the task's own line is there too, so the core lines sit beside Prefect's
@@ -72,7 +72,7 @@ def test_core_logging_outside_a_run_is_silent():
     assert [type(h) for h in core.handlers].count(RunLogHandler) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # Prefect's plain API handler warns outside a run
-        logging.getLogger("eventatlas.encode").info("progress outside any run")
+        logging.getLogger("eventatlas.modeling.encode").info("progress outside any run")
 
 
 def test_extra_loggers_setting_gives_one_handler(tmp_path):
@@ -100,8 +100,8 @@ def test_a_re_attached_prefect_handler_is_dropped_and_each_record_sent_once(monk
     core = logging.getLogger("eventatlas")
     plain = APILogHandler()
     monkeypatch.setattr(core, "handlers", [plain, *core.handlers] if plain_first else [*core.handlers, plain])
-    logging.getLogger("eventatlas.encode").info("embedding 3 mentions")
+    logging.getLogger("eventatlas.modeling.encode").info("embedding 3 mentions")
     assert sent == ["embedding 3 mentions"]
     assert [type(h) for h in core.handlers] == [logs.RunLogHandler]
-    logging.getLogger("eventatlas.encode").info("next")
+    logging.getLogger("eventatlas.modeling.encode").info("next")
     assert sent == ["embedding 3 mentions", "next"]

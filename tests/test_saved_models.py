@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from eventatlas.modeling import MentionEncoder
+from eventatlas.modeling.mention_encoder import MentionEncoder
 from eventatlas.modeling.saved import (ModelError, ModelWriter, finalize, headline_metrics, resolve_ref,
                                        saved_models)
 from tiny_models import tiny_bert
@@ -74,7 +74,7 @@ def test_saved_encoder_loads_with_transformers_and_sentence_transformers(saved):
     st = SentenceTransformer(str(path), device="cpu")
     got = st.encode(TEXTS[:2], convert_to_numpy=True)
     # sentence-transformers' mean pooling == eventatlas's `sentence` representation of the same model
-    from eventatlas.encode import Encoder
+    from eventatlas.modeling.encode import Encoder
 
     ours = Encoder(f"run:{run_dir.name}", device="cpu", precision="fp32", progress=False).encode_sentences(TEXTS[:2])
     np.testing.assert_allclose(got, ours, rtol=1e-4, atol=1e-5)
@@ -114,7 +114,7 @@ def test_run_ref_forms_and_refusals(saved, tmp_path):
 
 def test_encoder_option_takes_a_run_ref(saved):
     """Everywhere an encoder id is accepted, run:<id> resolves to the saved encoder (one resolver)."""
-    from eventatlas.modeling import model_name, resolve_model
+    from eventatlas.modeling.mention_encoder import model_name, resolve_model
 
     _, run_dir, _ = saved
     assert resolve_model(f"run:{run_dir.name[:12]}") == str(run_dir / "model" / "encoder")
@@ -157,9 +157,9 @@ def test_headline_metrics_by_hand():
 
 
 def test_publish_lands_the_model_row(saved, tmp_path):
-    from eventatlas.publishing import publish_records
-    from eventatlas.records import finish_record, new_record, write_metrics, write_record
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.publishing import publish_records
+    from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
+    from eventatlas.results.warehouse import Warehouse
 
     _, run_dir, entry = saved
     rec = new_record(run_dir.name, flow="train-all", task="train", method="frame_dml", device="cpu",
@@ -182,7 +182,8 @@ def test_publish_lands_the_model_row(saved, tmp_path):
 def test_cli_models_and_evaluate_refusals(saved, monkeypatch):
     from typer.testing import CliRunner
 
-    from eventatlas.cli import app, console
+    from eventatlas.cli import app
+    from eventatlas.cli.base import console
 
     monkeypatch.setattr(console, "width", 300)  # one line per model
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from eventatlas.scaleout import RunnerSpec, parse_runner, pinned_threads
+from eventatlas.run.scaleout import RunnerSpec, parse_runner, pinned_threads
 
 SAMPLES = ["ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample"]
 SEEDS = [0, 1]
@@ -103,9 +103,9 @@ def _boom_spec(gpu: str = "no"):
 
 
 def test_run_method_reuse_unfinished_takes_the_dead_attempts_directory(eventatlas_env, monkeypatch):
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
     from eventatlas.methods import REGISTRY
-    from eventatlas.runner import run_method
+    from eventatlas.run.runner import run_method
 
     monkeypatch.setitem(REGISTRY, "boom", _boom_spec())
     ddir = Path(ingest_samples(names=["ace2005"])[0]["path"])
@@ -134,7 +134,7 @@ import sys
 sys.path[:0] = [sys.argv[2]]
 import test_scaleout as t
 from eventatlas.methods import REGISTRY
-from eventatlas.runner import run_method
+from eventatlas.run.runner import run_method
 REGISTRY["hang"] = t._hang_spec()
 run_method("hang", sys.argv[1], seed=3)
 """
@@ -152,10 +152,10 @@ def test_a_live_run_keeps_its_directory_from_a_concurrent_run_of_the_same_config
     directory while the first is alive (its cells reuse unfinished directories), and takes it over once
     the first was SIGKILLed."""
     from eventatlas import config
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
     from eventatlas.methods import REGISTRY
-    from eventatlas.records import read_record
-    from eventatlas.runner import LOCK_NAME, run_method
+    from eventatlas.results.records import read_record
+    from eventatlas.run.runner import LOCK_NAME, run_method
 
     monkeypatch.setitem(REGISTRY, "hang", _hang_spec())
     ddir = Path(ingest_samples(names=["ace2005"])[0]["path"])
@@ -207,7 +207,7 @@ def grid_env(tmp_path_factory):
         for k, v in {"EVENTATLAS_DATA": root / "data", "EVENTATLAS_WAREHOUSE": root / "wh.duckdb",
                      "PREFECT_HOME": root / "prefect"}.items():
             mp.setenv(k, str(v))
-        from eventatlas.ingest import ingest_samples
+        from eventatlas.data.ingest import ingest_samples
 
         manifests = [m for m in ingest_samples() if m["dataset"] in SAMPLES]
         assert {m["dataset"] for m in manifests} == set(SAMPLES)
@@ -282,7 +282,7 @@ def cluster(grid_env, tmp_path):
 
 def _metric_rows(run_ids: list[str]) -> list[tuple]:
     """The grid's metric rows without run ids, in a canonical order."""
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
 
     ids = ",".join(f"'{r}'" for r in run_ids)
     df = Warehouse().query(f"SELECT task, dataset, split, setting, method, representation, clustering, variant, "
@@ -310,7 +310,7 @@ def local_rows(grid_env):
 
 
 def _runs_of(run_ids: list[str]):
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
 
     ids = ",".join(f"'{r}'" for r in run_ids)
     return Warehouse().query(f"SELECT run_id, status, seed, params->>'dataset' AS dataset FROM runs "

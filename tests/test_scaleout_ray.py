@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from eventatlas.scaleout import RAY_MISSING, RunnerSpec, parse_runner
+from eventatlas.run.scaleout import RAY_MISSING, RunnerSpec, parse_runner
 
 HAVE_RAY = importlib.util.find_spec("prefect_ray") is not None
 
@@ -56,7 +56,7 @@ def test_train_all_on_a_local_ray_cluster_equals_a_local_run(tmp_path, monkeypat
     for k, v in {"EVENTATLAS_DATA": tmp_path / "data", "EVENTATLAS_WAREHOUSE": tmp_path / "wh.duckdb",
                  "PREFECT_HOME": tmp_path / "prefect"}.items():
         monkeypatch.setenv(k, str(v))
-    from eventatlas.ingest import ingest_samples
+    from eventatlas.data.ingest import ingest_samples
 
     (man,) = ingest_samples(names=["ontoevent"])
     texts = pq.read_table(Path(man["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()

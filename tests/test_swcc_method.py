@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from eventatlas.config import samples_dir
-from eventatlas.ingest import ingest
+from eventatlas.data.ingest import ingest
 
 TUPLES = samples_dir() / "event_tuples" / "tuples_sample.txt"
 
@@ -80,7 +80,7 @@ def test_pair_weights_hand_computed():
 
 @pytest.mark.parametrize("variant", ["swcc", "infonce", "margin", "no_weak"])
 def test_batch_and_loss_on_a_tiny_encoder(tuples, tiny_model, variant):
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.swcc.data import load_events
     from eventatlas.swcc.model import SWCCModel
     from eventatlas.swcc.task import SWCCTask, switches
@@ -110,7 +110,7 @@ def test_batch_and_loss_on_a_tiny_encoder(tuples, tiny_model, variant):
 
 
 def test_train_all_end_to_end(tuples, tiny_model, eventatlas_env):
-    from eventatlas.warehouse import Warehouse
+    from eventatlas.results.warehouse import Warehouse
     from flows.train_all import train_all
 
     ingest("hard_similarity", samples_dir() / "event_similarity" / "hard_similarity" / "hard_quadruples_sample.txt",

@@ -161,7 +161,7 @@ def test_data_parallel_two_processes_under_torchrun(tiny, tmp_path):
 
 # ----------------------------------------------------------------------------- token cache
 def test_token_cache_hits_and_invalidates(tiny, tmp_path):
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.modeling.tokens import tokenize_cached
 
     enc = MentionEncoder(str(tiny), max_length=32)
@@ -194,7 +194,7 @@ def test_token_cache_hits_and_invalidates(tiny, tmp_path):
 
 # ----------------------------------------------------------------------------- devices
 def test_device_auto_falls_back_without_cuda(monkeypatch):
-    from eventatlas import device as dev
+    from eventatlas.modeling import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert dev.resolve_device("auto") == "cpu" and dev.resolve_device(None) == "cpu"

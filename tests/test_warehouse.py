@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from eventatlas.io import DatasetWriter
-from eventatlas.warehouse import (
+from eventatlas.results.warehouse import (
     Warehouse,
     WarehouseError,
     WarehouseLocked,
@@ -295,7 +295,7 @@ def test_map_std_is_lower_is_better(wh):
 def _steps(n, loss0=1.0):
     import pyarrow as pa
 
-    from eventatlas.warehouse import TRAIN_STEPS_SCHEMA
+    from eventatlas.results.warehouse import TRAIN_STEPS_SCHEMA
 
     return pa.Table.from_pylist(
         [{"phase": "main", "step": i, "epoch": i // 2, "loss": loss0 / (i + 1), "lr": 1e-4, "examples_per_s": 50.0, "tokens_per_s": 900.0,
@@ -307,7 +307,7 @@ def test_publish_train_logs_and_republish_replaces_every_table(wh, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from eventatlas.warehouse import TRAIN_EVALS_SCHEMA
+    from eventatlas.results.warehouse import TRAIN_EVALS_SCHEMA
 
     run = {**_run("t0", "2026-01-01 00:00:00", method="ba"), "params": {"dataset": "onto", "epochs": 2}}
     evals = [{"step": 1, "epoch": 0, "metric": "silhouette", "value": 0.21},
@@ -369,7 +369,7 @@ def test_bad_train_logs_are_refused_before_writing(wh, tmp_path):
 def test_leaderboard_keeps_precisions_apart(wh):
     """The precision a run recorded is part of its configuration: bf16 and fp32 runs of one config are two
     leaderboard rows (not one mean over both); "auto" alone (nothing resolved) is no precision."""
-    from eventatlas.leaderboard import tables
+    from eventatlas.results.leaderboard import tables
 
     def run(run_id, seed, params):
         return {**_run(run_id, f"2026-01-0{seed + 1} 00:00:00", seed=seed), "params": params}

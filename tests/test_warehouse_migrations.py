@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventatlas.warehouse import (
+from eventatlas.results.warehouse import (
     METRICS_SCHEMA,
     MIGRATIONS_DIR,
     Warehouse,
@@ -166,7 +166,7 @@ def test_a_failing_003_leaves_the_old_table_intact(old_warehouse, tmp_path):
 
 def test_old_run_records_republish_with_the_same_mapping(tmp_path):
     """A metrics.parquet written before rows had a task (no task column) is upgraded on load."""
-    from eventatlas.records import load_metrics
+    from eventatlas.results.records import load_metrics
 
     old = pa.table({"run_id": ["b0"] * 3, "dataset": ["onto"] * 3, "split": ["unseen"] * 3,
                     "method": ["batch_attention"] * 3, "representation": ["trigger"] * 3,

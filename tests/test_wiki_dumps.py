@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eventatlas.io import InputError
+from eventatlas.errors import InputError
 from eventatlas.wiki import wikidata as W
 from eventatlas.wiki.build import build
 from eventatlas.wiki.dumps import DumpBackend, read_categorylinks

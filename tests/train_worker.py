@@ -65,7 +65,7 @@ class Task:
 
 
 def build(model_dir: str, out: str, epochs: int, sleep: float, hang_at: int = 0, hang_file: str | None = None):
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.training import Trainer, TrainingArgs
 
     torch.manual_seed(0)

@@ -5,5 +5,5 @@ Nodes are the types of every ingested inventory and the clusters of finished clu
 (:mod:`.scorers`), calibrated (:mod:`.calibrate`) and scored against the hand mappings, which no scorer
 reads (:mod:`.gold`); declared links (inventory relations, hand mappings) are kept apart
 (:mod:`.declared`). :mod:`.build` builds it incrementally into Parquet parts the publish path lands
-(:func:`eventatlas.publishing.publish_atlas`); :mod:`.export` writes CSV, JSON lines or SKOS.
+(:func:`eventatlas.results.publishing.publish_atlas`); :mod:`.export` writes CSV, JSON lines or SKOS.
 """

@@ -10,7 +10,7 @@ The atlas directory (default ``<data root>/atlas``) holds one Parquet *part* per
 
 :func:`build` rebuilds a part only when its fingerprint changed (``full=True`` rebuilds all), and drops
 the parts of inventories that are gone: a new dataset or run adds its nodes and links and leaves the
-rest alone. The publish path (:func:`eventatlas.publishing.publish_atlas`) lands the changed parts in
+rest alone. The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in
 the warehouse; the metric rows of the pairs scored now go into one run record (task ``atlas``).
 """
 from __future__ import annotations
@@ -28,13 +28,12 @@ import pyarrow.parquet as pq
 
 from .. import config
 from ..io import atomic_write_json, sha256_file, write_parquet
+from ..results.publishing import ATLAS_FORMAT, ATLAS_MANIFEST, read_atlas_manifest
 from .declared import declared_links
 from .inventory import Inventory, cluster_inventories, dataset_inventory
 from .link import LinkConfig, encoder_label, gold_mapping, link_pair
 
 log = logging.getLogger(__name__)
-MANIFEST = "manifest.json"
-FORMAT = 1
 
 
 def atlas_dir() -> Path:
@@ -47,20 +46,6 @@ def _slug(s: str) -> str:
 
 def _fp(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def read_manifest(root: str | Path) -> dict[str, Any]:
-    p = Path(root) / MANIFEST
-    if not p.exists():
-        return {"format": FORMAT, "parts": {}}
-    try:
-        man = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        from ..io import InputError
-
-        raise InputError(p, "file", f"not a JSON atlas manifest ({e})") from None
-    man.setdefault("parts", {})
-    return man
 
 
 def discover(datasets: Sequence[str] | None = None, runs: Sequence[str] | None = None) -> list[Inventory]:
@@ -112,12 +97,12 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
           prune: bool = True) -> BuildReport:
     """Build (or bring up to date) the atlas under ``root``; see the module doc. ``prune=False`` keeps
     parts of inventories not named this time (e.g. ``atlas link`` adds one pair)."""
-    from ..encode import model_fingerprint
+    from ..modeling.encode import model_fingerprint
 
     t0 = time.perf_counter()
     cfg = cfg or LinkConfig()
     root = Path(root) if root is not None else atlas_dir()
-    man = read_manifest(root)
+    man = read_atlas_manifest(root)
     old = man["parts"]
     new: dict[str, dict[str, Any]] = {}
     rep = BuildReport(root=str(root))
@@ -171,7 +156,7 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
     if not prune:
         new = {**{k: v for k, v in old.items() if k not in new}, **new}
     rep.removed = sorted(set(old) - set(new))
-    atomic_write_json(root / MANIFEST, {"format": FORMAT, "parts": new, "link_config": cfg.as_dict()})
+    atomic_write_json(root / ATLAS_MANIFEST, {"format": ATLAS_FORMAT, "parts": new, "link_config": cfg.as_dict()})
     for name in rep.removed:  # after the manifest: a crash in between leaves an unlisted file, not a listed gap
         (root / old[name]["path"]).unlink(missing_ok=True)
     rep.seconds = time.perf_counter() - t0
@@ -179,16 +164,16 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
 
 
 def read_part(root: str | Path, name: str):
-    man = read_manifest(root)
+    man = read_atlas_manifest(root)
     return pq.read_table(Path(root) / man["parts"][name]["path"])
 
 
 def write_record(report: BuildReport, *, encoders: Sequence[str | None], cfg: LinkConfig, flow: str = "atlas") -> Path | None:
     """The run record of a build whose pairs were scored against the gold (None when nothing was scored):
     ``runs/<atlas-...>/run.json`` with the metric rows (task ``atlas``), for the publish path."""
-    from ..records import finish_record, new_record, write_metrics
-    from ..records import write_record as write_run
-    from ..runinfo import new_run_id
+    from ..results.records import finish_record, new_record, write_metrics
+    from ..results.records import write_record as write_run
+    from ..results.runinfo import new_run_id
 
     if not report.metrics:
         return None

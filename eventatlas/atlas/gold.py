@@ -7,7 +7,7 @@ unless it needs no fitting.
 Queries are the source types that have mentions and at least one gold frame among the target
 inventory's types with mentions (others cannot be ranked by evidence; they are counted, not scored).
 A query's rank is the best rank of any of its gold frames (ties: the pessimistic rank, so a flat row
-earns nothing). Hits@k and MRR are :mod:`eventatlas.metrics`'s.
+earns nothing). Hits@k and MRR are :mod:`eventatlas.evaluation.metrics`'s.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .. import config
-from ..metrics import hits_at_k, mrr
+from ..evaluation.metrics import hits_at_k, mrr
 from .scorers.name import keys
 
 # the ontology of a source inventory -> its mapping file (FrameNet targets)

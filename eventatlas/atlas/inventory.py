@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import config
-from ..io import InputError, write_parquet
-from .scorers import TypeSet
+from ..errors import InputError
+from ..io import write_parquet
+from .scorers.base import TypeSet
 
 RUN_PREFIX = "run:"
 N_NODE_EVIDENCE = 5
@@ -116,7 +117,7 @@ def dataset_inventory(dataset_dir: str | Path) -> Inventory:
 def cluster_inventories(run_dir: str | Path) -> list[Inventory]:
     """One inventory per clustering a finished run wrote (``assignments/...`` artifacts); none for a run
     that wrote none or did not complete."""
-    from ..records import read_record
+    from ..results.records import read_record
 
     rec = read_record(Path(run_dir) / "run.json")
     run = rec["run"]
@@ -153,8 +154,8 @@ def type_set(inv: Inventory, *, encoder: str | None = None, representation: str 
              max_per_type: int | None = None, seed: int = 0, work_dir: str | Path | None = None,
              device: str | None = None, precision: str = "auto") -> TypeSet:
     """The inventory's (sampled) mentions embedded with ``encoder`` (cached by content, see
-    :func:`eventatlas.encode.embed_mentions`); mentions the encoder rejects are left out."""
-    from ..encode import embed_mentions, load_embeddings
+    :func:`eventatlas.modeling.encode.embed_mentions`); mentions the encoder rejects are left out."""
+    from ..modeling.encode import embed_mentions, load_embeddings
 
     sel = inv.selection(max_per_type, seed)
     wanted = sorted({m for ids in sel.values() for m in ids})

@@ -23,7 +23,8 @@ from . import gold as G
 from .calibrate import IsotonicMap, rank_normalise
 from .inventory import Inventory, node_id, type_set
 from .links import LINKS, RELATIONS, link_row
-from .scorers import EVIDENCE_SCORERS, SCORERS, TypeSet, pair_evidence, score
+from .scorers import EVIDENCE_SCORERS, SCORERS, score
+from .scorers.base import TypeSet, pair_evidence
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class LinkConfig:
     seed: int = 0                     # the mention sample and the dev/test split of the gold
     dev_fraction: float = 0.3
     device: str | None = None
-    precision: str = "auto"           # the encoder's (auto: what eventatlas.device measured faster)
+    precision: str = "auto"           # the encoder's (auto: what eventatlas.modeling.device measured faster)
 
     def as_dict(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "representation": self.representation, "k": self.k, "top": self.top,

@@ -1,4 +1,4 @@
 """``python -m eventatlas.cli`` (also under ``accelerate launch -m`` / ``torchrun -m``)."""
-from . import app
+from . import app  # the package, so that every command is registered
 
 app()

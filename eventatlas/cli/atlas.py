@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from . import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
+from .base import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
@@ -22,9 +22,9 @@ def _cfg(max_per_type: Optional[int], top: int, k: int, seed: int, representatio
 
 def _run(datasets, runs, pairs, encoders, config, full: bool, prune: bool) -> dict[str, Any]:
     """The atlas flow when Prefect is in use, else the same steps directly (build, land, publish scores)."""
-    from ..io import InputError
-    from ..records import RecordError
-    from ..warehouse import WarehouseError
+    from ..errors import InputError
+    from ..results.records import RecordError
+    from ..results.warehouse import WarehouseError
 
     try:
         if use_prefect():
@@ -34,7 +34,7 @@ def _run(datasets, runs, pairs, encoders, config, full: bool, prune: bool) -> di
                 return flow(datasets, runs, pairs, encoders, config, full, prune)
         from ..atlas.build import build, write_record
         from ..atlas.link import LinkConfig
-        from ..publishing import publish_atlas, publish_records
+        from ..results.publishing import publish_atlas, publish_records
 
         cfg = LinkConfig(**config)
         encs = encoders or [None]
@@ -106,7 +106,7 @@ def link_cmd(
     _summary(out)
     metrics = out["build"].get("metrics")
     if metrics is None and out["build"].get("record"):
-        from ..records import load_metrics, read_record
+        from ..results.records import load_metrics, read_record
 
         metrics = load_metrics(read_record(out["build"]["record"]))
     rows = sorted({(m["split"], m["variant"], m["metric"], m["value"]) for m in metrics or []
@@ -139,7 +139,7 @@ def show_cmd(
     """A type's neighbourhood across inventories: declared links, the best learned links per scorer with
     their scores, and the evidence sentences behind them."""
     from ..atlas.query import neighbourhood
-    from ..warehouse import WarehouseError
+    from ..results.warehouse import WarehouseError
 
     try:
         found = neighbourhood(name, top=top, sentences=sentences)
@@ -169,7 +169,7 @@ def export_cmd(
     """Write the atlas (from the warehouse) as CSV, JSON lines, SKOS/RDF Turtle or one offline HTML page."""
     from ..atlas.export import FORMATS, export
     from ..atlas.query import all_rows, evidence_sentences
-    from ..warehouse import WarehouseError
+    from ..results.warehouse import WarehouseError
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}", code=2)
@@ -186,8 +186,8 @@ def export_cmd(
 def publish_cmd() -> None:
     """Land the atlas build on disk in the warehouse again (e.g. after the warehouse was busy)."""
     from ..atlas.build import atlas_dir
-    from ..publishing import publish_atlas
-    from ..warehouse import WarehouseError
+    from ..results.publishing import publish_atlas
+    from ..results.warehouse import WarehouseError
 
     try:
         out = publish_atlas(atlas_dir(), warn=print_warning)

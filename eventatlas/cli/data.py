@@ -11,14 +11,14 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from . import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
+from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
                unknown, use_prefect)
 
 
 @app.command()
 def migrate() -> None:
     """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
-    from ..warehouse import Warehouse
+    from ..results.warehouse import Warehouse
 
     wh = Warehouse()
     applied = wh.migrate()
@@ -53,7 +53,7 @@ def ingest(
 
     if name not in REGISTRY:  # before anything is imported, read or recorded
         unknown("reader", name, REGISTRY)
-    from ..download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
+    from ..data.download import (ChecksumError, ChecksumRequired, DownloadFailed, check_sums, parse_sha256_args,
                             sha256sum_lines)
 
     try:  # checksum arguments are settled before Prefect starts
@@ -64,7 +64,7 @@ def ingest(
             check_sums(name, sums, insecure_skip_checksum)
     except (ValueError, OSError, ChecksumRequired) as e:
         _fail(str(e), code=2)
-    from ..io import InputError
+    from ..errors import InputError
 
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
@@ -97,13 +97,13 @@ def ingest(
 
 def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Optional[str],
                    opts: Optional[dict]) -> dict:
-    """The `ingest` flow without Prefect: its core job (:func:`eventatlas.ingest.ingest_dataset`, retried
+    """The `ingest` flow without Prefect: its core job (:func:`eventatlas.data.ingest.ingest_dataset`, retried
     as its task is), its run record, and the publish path (queued when the warehouse is busy)."""
-    from ..download import retry_transient
-    from ..ingest import ingest_dataset
-    from ..publishing import pending_dir, publish_records
-    from ..records import failed_ingest_record, ingest_record
-    from ..runinfo import utcnow
+    from ..data.download import retry_transient
+    from ..data.ingest import ingest_dataset
+    from ..results.publishing import pending_dir, publish_records
+    from ..results.records import failed_ingest_record, ingest_record
+    from ..results.runinfo import utcnow
 
     started = utcnow().isoformat()
     params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
@@ -127,7 +127,7 @@ def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Opti
 @app.command("ingest-samples")
 def ingest_samples() -> None:
     """Ingest every shipped sample file (datasets/samples/) into the data root."""
-    from ..ingest import ingest_samples as run
+    from ..data.ingest import ingest_samples as run
 
     mans = run()
     mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
@@ -140,7 +140,7 @@ def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="li
                                                     "of this dataset (for `eventatlas restore`)")) -> None:
     """List ingested datasets (those whose manifest landed) with row counts."""
     if versions:
-        from ..ingest import list_versions
+        from ..data.ingest import list_versions
 
         vs = list_versions(versions)
         if not vs:
@@ -167,8 +167,8 @@ def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="li
 def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
             version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
     """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
-    from ..ingest import restore_version
-    from ..io import InputError
+    from ..data.ingest import restore_version
+    from ..errors import InputError
 
     try:
         man = restore_version(dataset, version)

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from . import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
+from .base import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")
@@ -61,12 +61,12 @@ def run(
                                          "experiment's (e.g. another model_id)"),
 ) -> None:
     """Run an experiment's cells (finished ones are reused), publish them and print its table."""
-    from ..device import DeviceUnavailable
+    from ..modeling.device import DeviceUnavailable
     from ..experiments import ExperimentError
     from ..experiments.run import check_datasets
     from ..experiments.spec import _merge
     from ..methods import ParamError, get_spec
-    from ..scaleout import parse_runner
+    from ..run.scaleout import parse_runner
 
     exp = _load(name, quick)
     try:
@@ -83,7 +83,7 @@ def run(
     check_device(device)
     if runner == "local" and not use_prefect():  # the one-shot path: no temporary Prefect server
         from ..experiments.run import run_experiment, run_jobs_here
-        from ..publishing import publish_records
+        from ..results.publishing import publish_records
 
         def publish(recs: list[str]) -> None:
             publish_records(recs, warn=print_warning)
@@ -117,8 +117,8 @@ def _say(msg: str) -> None:
 
 def show_table(name: str, mode: str) -> None:
     """The experiment's table from the warehouse (``experiment_results``), with the goal's verdict."""
-    from ..experiments.results import _cell, _grid, _value, load
-    from ..warehouse import Warehouse
+    from ..results.experiments import _cell, _grid, _value, load
+    from ..results.warehouse import Warehouse
 
     e = next((x for x in load(Warehouse(), mode) if x["experiment"] == name), None)
     if e is None:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import _fail, app, check_device, console, dataset_dir, print_rows
+from .base import _fail, app, check_device, console, dataset_dir, print_rows
 
 
 @app.command()
@@ -60,8 +60,8 @@ def evaluate(
         _fail(f"--params: {e}", code=2)
     check_device(device)
     from ..methods.spec import ParamError
-    from ..records import read_record
-    from ..runner import evaluate_model
+    from ..results.records import read_record
+    from ..run.runner import evaluate_model
 
     try:
         path = evaluate_model(ref, ddir, seed=seed, params=p, device=device, flow="cli-evaluate")

@@ -7,16 +7,16 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from . import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
+from .base import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
                      run_ids: Optional[list[str]] = None) -> None:
-    """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.leaderboard`);
+    """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.results.leaderboard`);
     unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
     configurations those runs produced (what train-all / demo just ran)."""
-    from ..leaderboard import CONFIG_COLS, UnknownName, scale, tables
-    from ..warehouse import Warehouse, WarehouseError
+    from ..results.leaderboard import CONFIG_COLS, UnknownName, scale, tables
+    from ..results.warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
     requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
@@ -79,11 +79,11 @@ def report(
 ) -> None:
     """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
     per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
-    from ..report import write_report
-    from ..warehouse import WarehouseError
+    from ..results.report import write_report
+    from ..results.warehouse import WarehouseError
 
     if markdown is not None:
-        from ..experiments.results import write_markdown
+        from ..results.experiments import write_markdown
 
         try:
             pages = write_markdown(markdown)
@@ -102,9 +102,9 @@ def report(
 def publish_paths(records: list[Path]) -> dict:
     """Land run records (after the queued ones) through the warehouse's one writer: the `publish` flow when
     a Prefect API is configured, else the publish core directly; prints what landed."""
-    from ..publishing import pending_dir, pending_runs
-    from ..records import RecordError
-    from ..warehouse import WarehouseError
+    from ..results.publishing import pending_dir, pending_runs
+    from ..results.records import RecordError
+    from ..results.warehouse import WarehouseError
 
     waiting = len(pending_runs(config.warehouse_path()))
     try:
@@ -114,7 +114,7 @@ def publish_paths(records: list[Path]) -> dict:
             with prefect_guard():
                 out = flow([str(r) for r in records])
         else:
-            from ..publishing import publish_records
+            from ..results.publishing import publish_records
 
             out = publish_records(records, warn=print_warning).as_dict()
     except (RecordError, WarehouseError) as e:
@@ -143,7 +143,7 @@ def publish(
     """Publish run records written outside a flow (e.g. by `eventatlas train`) to the warehouse, after the
     runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish core directly; with
     one, the `publish` flow (the warehouse's one writer either way)."""
-    from ..records import RecordError, find_records, read_record
+    from ..results.records import RecordError, find_records, read_record
 
     if not paths and not pending:
         _fail("give run records to publish (PATH...) and/or --pending", code=2)
@@ -168,7 +168,7 @@ def ensemble(
     dirs = [run_dir(r) for r in runs]
     if len(dirs) < 2:
         _fail("an ensemble needs two or more runs", code=2)
-    from ..ensemble import EnsembleError, ensemble_runs
+    from ..methods.ensemble import EnsembleError, ensemble_runs
 
     try:
         path, summary = ensemble_runs(dirs)
@@ -184,7 +184,7 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     """Run a read-only SQL query against the warehouse and print a table."""
     import duckdb
 
-    from ..warehouse import Warehouse, WarehouseError
+    from ..results.warehouse import Warehouse, WarehouseError
 
     try:
         cols, rows = Warehouse().query_rows(query)
@@ -205,7 +205,7 @@ def runs(
     traceback in the file the line names)."""
     import duckdb
 
-    from ..warehouse import Warehouse, WarehouseError
+    from ..results.warehouse import Warehouse, WarehouseError
 
     where, args = [], []
     for col, val in (("status", status), ("flow", flow)):

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from . import _fail, app, check_device, console, dataset_dir, run_dir
+from .base import _fail, app, check_device, console, dataset_dir, run_dir
 
 
 @app.command()

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from . import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
+from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
                prefect_guard, print_rows, print_warning, split, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
@@ -78,7 +78,7 @@ def train_all(
                                "existing Ray cluster; extra [ray]); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
-    from ..device import DeviceUnavailable, resolve_device
+    from ..modeling.device import DeviceUnavailable, resolve_device
     from ..methods import ParamError, validate_params
 
     # names and values are checked before Prefect is imported (slow, and it binds its log handlers to stdout)
@@ -99,7 +99,7 @@ def train_all(
     try:
         validate_params(p, m)
         resolve_device(device)
-        from ..scaleout import parse_runner
+        from ..run.scaleout import parse_runner
 
         parse_runner(runner)
     except (ParamError, DeviceUnavailable, ValueError) as e:
@@ -112,7 +112,7 @@ def train_all(
     queued = out.get("queued") or []
     console.print(f"{out['runs'] - len(queued)} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
     if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
-        from ..publishing import pending_dir
+        from ..results.publishing import pending_dir
 
         print_warning(f"the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
                       f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next "
@@ -127,7 +127,7 @@ def train_all(
 
 def _run_ids(flow_out: dict) -> list[str]:
     """The run ids of a train-all result (its run records)."""
-    from ..records import read_record
+    from ..results.records import read_record
 
     return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
@@ -156,8 +156,8 @@ def train(
     except ValueError as e:  # bad JSON and ParamError are ValueErrors
         _fail(str(e), code=2)
     check_device(device)
-    from ..records import read_record
-    from ..runner import run_method
+    from ..results.records import read_record
+    from ..run.runner import run_method
 
     path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
     if int(os.environ.get("RANK", "0")) == 0:
@@ -247,7 +247,7 @@ def demo(
     with mock.patch.dict(os.environ, env):  # the demo's root for this command only
         from flows.train_all import train_all as flow
 
-        from ..ingest import ingest_samples as run_samples
+        from ..data.ingest import ingest_samples as run_samples
         from .results import show_leaderboard
 
         mans = run_samples()

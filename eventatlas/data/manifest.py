@@ -1,4 +1,4 @@
-"""The typed manifest of an ingested dataset (what ``eventatlas.ingest`` and the wiki builder write).
+"""The typed manifest of an ingested dataset (what ``eventatlas.data.ingest`` and the wiki builder write).
 
 A dataset directory is ``<datasets_dir>/<name>/<table>.parquet`` plus ``manifest.json``, written
 last: a directory without a manifest is not a dataset. :class:`Manifest` gives its fields types,

@@ -21,7 +21,7 @@ from .manifest import Manifest
 
 def registry_entry(manifest: Manifest) -> tuple[str | None, dict[str, Any]]:
     """(registry key, entry) describing ``manifest``'s dataset, or (None, {})."""
-    from ..registry import load_registry
+    from .registry import load_registry
 
     reg = load_registry()
     if manifest.reader and manifest.reader in reg:

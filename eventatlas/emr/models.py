@@ -1,7 +1,7 @@
 """EMR models: the ad-hoc ranker and the per-query Siamese network.
 
 * Ad-hoc: a mention is its frozen ``window4`` vector (last 4 layers over ±2 words, from
-  :mod:`eventatlas.encode`); a query's score for a candidate is the mean cosine over its k shots,
+  :mod:`eventatlas.modeling.encode`); a query's score for a candidate is the mean cosine over its k shots,
   which :func:`eventatlas.evaluation.retrieval.rank` computes exactly as one search with the mean of
   the unit shot vectors (:func:`adhoc_query`).
 * Siamese (trained per query, from that query alone): three dense layers (``hidden`` units, ReLU

@@ -26,7 +26,7 @@ def embed_pool(pool: pa.Table, out_dir: Path, cfg: Any, device: str, *, represen
                model_id: str | None = None) -> tuple[pa.Table, np.ndarray, dict]:
     """Embed every pool item once (cached by content); items the encoder rejects are dropped (counted).
     ``representation`` / ``model_id`` default to the config's."""
-    from ..encode import embed_mentions, load_embeddings
+    from ..modeling.encode import embed_mentions, load_embeddings
 
     path = write_parquet(pool, out_dir / "pool.parquet")
     npy = embed_mentions(path, model_id or cfg.model_id, representation or cfg.representation,

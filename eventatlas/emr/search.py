@@ -144,7 +144,7 @@ class CorpusIndex:
     @classmethod
     def build(cls, dataset_dir: str | Path, *, model_id: str | None = None, representation: str = "window4",
               cache_dir: str | Path | None = None, **encoder_kw: Any) -> "CorpusIndex":
-        from ..encode import embed_mentions, load_embeddings
+        from ..modeling.encode import embed_mentions, load_embeddings
 
         npy = embed_mentions(Path(dataset_dir) / "mentions.parquet", model_id, representation, cache_dir=cache_dir,
                              **encoder_kw)
@@ -187,8 +187,8 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
     schema metadata says which representation and encoder ranked it (``representation=None``: the
     best known one, :func:`best_representation`)."""
     from .. import config as paths
-    from ..device import resolve_device
-    from ..encode import Encoder
+    from ..modeling.device import resolve_device
+    from ..modeling.encode import Encoder
     from .models import SiameseParams, adhoc_query, siamese_scores, train_query_networks
 
     meta = None
@@ -207,7 +207,7 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
                               "--representation/--encoder")
     elif model not in MODELS:
         raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}, meta:<run id>")
-    from ..modeling import model_name
+    from ..modeling.mention_encoder import model_name
     from ..modeling.saved import ModelError
 
     try:

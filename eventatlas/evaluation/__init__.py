@@ -1,6 +1,6 @@
 """Evaluation layer: evaluators that turn predictions into metric rows (``base.METRIC_KEYS``).
 
-Every evaluator computes its numbers with :mod:`eventatlas.metrics` and returns long-form rows
+Every evaluator computes its numbers with :mod:`eventatlas.evaluation.metrics` and returns long-form rows
 built by :func:`eventatlas.evaluation.base.metric_rows`. Nothing here trains or writes the warehouse.
 
 Evaluators (import the submodule you need; ``retrieval`` loads faiss, ``clustering`` the clustering code):

@@ -2,7 +2,7 @@
 
 * :func:`evaluate_partitions` scores given partitions, keyed ``(variant, algorithm)``
   (``variant`` = the clustering input such as ``attn_dot`` / ``ft``, or ``None`` for the plain
-  method), with :func:`eventatlas.metrics.clustering_scores`.
+  method), with :func:`eventatlas.evaluation.metrics.clustering_scores`.
 * :func:`cluster_partitions` clusters one input or several (feature matrices, or square distance
   matrices with ``metric="precomputed"``) by each algorithm of :data:`eventatlas.cluster.ALGORITHMS`.
   An algorithm that would go over a dense-memory ceiling (``DenseBudgetError``, ``DenseSizeError``;
@@ -24,7 +24,7 @@ import numpy as np
 from ..cluster import ALGORITHMS, cluster
 from ..cluster.dense import DenseSizeError
 from ..cluster.guards import DenseBudgetError
-from ..metrics import clustering_scores
+from .metrics import clustering_scores
 from .base import metric_rows
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def evaluate_partitions(
     only: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows (task ``induction``, ``clustering`` = algorithm, ``variant`` = the key's variant) of
-    :func:`~eventatlas.metrics.clustering_scores` for every partition; ``only`` keeps those metrics."""
+    :func:`~eventatlas.evaluation.metrics.clustering_scores` for every partition; ``only`` keeps those metrics."""
     y = list(y_true)
     only = list(only) if only is not None else None
     rows: list[dict[str, Any]] = []

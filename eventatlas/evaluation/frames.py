@@ -1,6 +1,6 @@
 """Frame induction scores (Yamada et al. 2023): clustering metrics plus similarity-ranking recall.
 
-* :func:`frame_cluster_scores`: :func:`eventatlas.metrics.clustering_scores`' B-cubed P/R/F and
+* :func:`frame_cluster_scores`: :func:`eventatlas.evaluation.metrics.clustering_scores`' B-cubed P/R/F and
   purity / inverse purity / F plus ``n_clusters`` (predicted) and ``n_frames`` (gold).
 * :func:`ranking_recall`: every instance is a query; its relevant items are the other instances of
   its frame inside a search space; the top |relevant| items of that space by cosine are taken and
@@ -17,7 +17,7 @@ from typing import Any, Hashable, Sequence
 import faiss
 import numpy as np
 
-from ..metrics import clustering_scores
+from .metrics import clustering_scores
 from ._vectors import unit_rows
 from .base import metric_rows
 

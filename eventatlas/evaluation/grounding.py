@@ -3,7 +3,7 @@
 part of), and a system returns a ranked list of candidate event ids, optionally with scores and
 a predicted set.
 
-Metrics (means over mentions; :mod:`eventatlas.metrics` computes each):
+Metrics (means over mentions; :mod:`eventatlas.evaluation.metrics` computes each):
 
 * ``recall@k`` for each k in ``ks``: 1 when *every* gold id is in the top k candidates, else 0
   (``metrics.recall_at_k == 1``). With |gold| > k it is 0 by construction.
@@ -25,7 +25,7 @@ from typing import Any, Collection, Hashable, Sequence
 
 import numpy as np
 
-from .. import metrics as M
+from . import metrics as M
 from .base import metric_rows
 
 DEFAULT_KS = (1, 5, 10)

@@ -5,7 +5,7 @@ Naming: the candidate type names (the unseen types) are ranked by cosine to the 
 centroid; the cluster's rank is that of its majority type. Linking: all FrameNet frames are
 ranked by cosine between their definition embedding and the centroid; the cluster's rank is the
 best rank of any *valid* frame = the frames mapped to its majority type plus all their
-Inheritance descendants. Ranks are 1-based; metrics via :mod:`eventatlas.metrics`.
+Inheritance descendants. Ranks are 1-based; metrics via :mod:`eventatlas.evaluation.metrics`.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def best_rank(scores: np.ndarray, valid: Iterable[int]) -> float:
 
 
 def _rank_metrics(ranks: list[float], ks: Sequence[int], prefix: str) -> dict[str, float]:
-    from ..metrics import hits_at_k, mean_rank, mrr
+    from .metrics import hits_at_k, mean_rank, mrr
 
     out = {f"{prefix}_hits@{k}": hits_at_k(ranks, k) for k in ks}
     out[f"{prefix}_mean_rank"] = mean_rank(ranks)
@@ -69,7 +69,7 @@ def _rank_metrics(ranks: list[float], ks: Sequence[int], prefix: str) -> dict[st
 def type_naming(x: np.ndarray, y_true: Sequence[str], y_pred: Sequence[Hashable], candidates: Sequence[str],
                 candidate_emb: np.ndarray) -> tuple[dict[str, float], list[dict]]:
     """Naming metrics and one row per cluster (cluster, majority, purity, rank, top name)."""
-    from ..metrics import avg_cluster_purity, type_representation
+    from .metrics import avg_cluster_purity, type_representation
 
     ids, cents = cluster_centroids(x, y_pred)
     sims = cents @ _unit(candidate_emb).T
@@ -150,7 +150,7 @@ def read_mapping(path: str | Path) -> dict[str, list[str]]:
         if parts[0] == "type":
             continue
         if len(parts) < 2 or not parts[1].strip():
-            from ..io import InputError
+            from ..errors import InputError
 
             raise InputError(path, f"line {ln}", f"expected type<TAB>frames, got {line!r}")
         out[parts[0]] = [f for f in parts[1].split("|") if f]

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 from scipy import sparse
 
-from .. import metrics as M
+from . import metrics as M
 from ._vectors import unit_rows
 from .base import metric_rows
 
@@ -283,7 +283,7 @@ def evaluate_encoder_pairs(
     hard_metric: str | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`evaluate_event_pairs` for every pooling of one encoder (anything with
-    ``encode_sentences(texts, pooling=...)``, e.g. :class:`eventatlas.encode.Encoder` over an untuned
+    ``encode_sentences(texts, pooling=...)``, e.g. :class:`eventatlas.modeling.encode.Encoder` over an untuned
     or a trained model). The ``representation`` column is ``sentence`` for mean pooling (the name the
     mention representations use for it) and ``cls`` for the [CLS] vector. Used by ``untuned`` and by
     every trained method that evaluates its encoder on the event-similarity benchmarks."""

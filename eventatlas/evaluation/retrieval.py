@@ -1,6 +1,6 @@
 """Ranked retrieval (task ``retrieval``): rank a corpus for each query, score the full ranking.
 
-Metrics per query, averaged over queries (:mod:`eventatlas.metrics`):
+Metrics per query, averaged over queries (:mod:`eventatlas.evaluation.metrics`):
 ``map`` (average precision of the *full* ranking, R = every relevant corpus item),
 ``r_precision`` (P@R), ``p@k`` and ``recall@k`` for each k in ``ks``.
 
@@ -25,7 +25,7 @@ from typing import Any, Callable, Collection, Hashable, Iterable, Iterator, Sequ
 import faiss
 import numpy as np
 
-from .. import metrics as M
+from . import metrics as M
 from ._vectors import unit_rows
 from .base import metric_rows
 

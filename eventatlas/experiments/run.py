@@ -24,7 +24,7 @@ Publish = Callable[[list[str]], Any]
 
 def dataset_input(exp: Experiment, alias: str) -> Path | None:
     """Where a missing dataset is ingested from: its sample, its ``input``, or the registry's default input."""
-    from ..registry import dataset_entry
+    from ..data.registry import dataset_entry
 
     ref = exp.datasets[alias]
     entry = dataset_entry(ref.reader)
@@ -56,9 +56,9 @@ def check_datasets(exp: Experiment) -> dict[str, Path]:
 
 def ingest_missing(exp: Experiment, say: Callable[[str], None]) -> list[str]:
     """Ingest each dataset that is not there from its input; returns the ingest run records."""
-    from ..ingest import ingest_dataset
-    from ..records import ingest_record
-    from ..runinfo import utcnow
+    from ..data.ingest import ingest_dataset
+    from ..results.records import ingest_record
+    from ..results.runinfo import utcnow
 
     recs = []
     for alias, ddir in check_datasets(exp).items():
@@ -88,9 +88,9 @@ class CellRun:
 def finished_run(prefix: str) -> tuple[str, str | None, bool] | None:
     """The newest completed run of ``prefix`` made by this code version: (run_id, record path or None,
     whether the warehouse has it), from the warehouse first, else a finished run record on disk."""
-    from ..records import RecordError, read_record
-    from ..runinfo import code_version
-    from ..warehouse import Warehouse, WarehouseError
+    from ..results.records import RecordError, read_record
+    from ..results.runinfo import code_version
+    from ..results.warehouse import Warehouse, WarehouseError
 
     version = code_version()
     wh = Warehouse()
@@ -137,11 +137,11 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
                    device: str = "auto", rerun: bool = False, params: dict[str, dict[str, Any]] | None = None,
                    say: Callable[[str], None] = print, flow: str = "experiment") -> Outcome:
     """Run (or reuse) every cell x seed of ``exp``; publish the runs and the experiment's record
-    (:func:`eventatlas.publishing.publish_experiment`). ``params``: method -> params merged over the
+    (:func:`eventatlas.results.publishing.publish_experiment`). ``params``: method -> params merged over the
     experiment's (e.g. another encoder). Cells that fail are recorded; see ``Outcome.failed``."""
-    from ..publishing import publish_experiment
-    from ..records import read_record
-    from ..runner import evaluation_prefix, training_prefix
+    from ..results.publishing import publish_experiment
+    from ..results.records import read_record
+    from ..run.runner import evaluation_prefix, training_prefix
 
     seeds = [int(s) for s in (seeds if seeds is not None else exp.seeds)]
     ddirs = check_datasets(exp)
@@ -208,7 +208,7 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
 def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish) -> list[str]:
     """The Prefect-free executor: each job in this process (``run_method`` / ``evaluate_model``),
     published as soon as it finishes (so a kill loses at most the running cell)."""
-    from ..runner import evaluate_model, run_method
+    from ..run.runner import evaluate_model, run_method
 
     records = []
     for job in jobs:

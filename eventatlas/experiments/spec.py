@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .. import config
 
 EXPERIMENTS_DIR = config.REPO_ROOT / "experiments"
-# leaderboard columns a table cell may filter on (eventatlas.leaderboard.IDENTITY, metric) and the experiment's
+# leaderboard columns a table cell may filter on (eventatlas.results.leaderboard.IDENTITY, metric) and the experiment's
 # own cell name
 FILTER_KEYS = ("task", "dataset", "split", "setting", "method", "trained_on", "representation", "clustering",
                "variant", "metric", "cell")
@@ -144,7 +144,7 @@ class Experiment(_Strict):
         ref = self.datasets[alias]
         if ref.name:
             return ref.name
-        from ..registry import dataset_entry
+        from ..data.registry import dataset_entry
 
         base = dataset_entry(ref.reader).get("dataset") or ref.reader
         return f"{base}_sample" if ref.sample else base

@@ -116,7 +116,7 @@ def _choose(grid: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
 def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, path: Path, *, top: int,
                    max_points: int, seed: int, title: str) -> Path:
     """Side-by-side 2-D t-SNE (cosine) of the same test instances, the ``top`` most frequent frames coloured."""
-    from ..plots import project_2d, pyplot, save_png
+    from ..results.plots import project_2d, pyplot, save_png
 
     names, counts = np.unique(frames, return_counts=True)
     keep_frames = [n for _, n in sorted(zip(-counts, names))][:top]
@@ -167,9 +167,9 @@ def cross_validate(ctx: Any, result: Any) -> None:
     from .represent import embed, mix
     from .training import DMLModel, DMLTask
     from ..io import write_parquet
-    from ..modeling import MentionEncoder
+    from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..runinfo import set_seeds
+    from ..results.runinfo import set_seeds
     from ..training import Trainer
     from ..training.callbacks import EarlyStopping, EvalCallback
 

@@ -33,7 +33,7 @@ def mix(word: np.ndarray, mask: np.ndarray, alpha: float) -> np.ndarray:
 def embed(module, items: dict[str, Sequence[ModelInput]], index: np.ndarray, *, device: str,
           precision: str = "auto", batch_size: int = 64) -> dict[str, np.ndarray]:
     """Unit ``word`` and ``mask`` vectors of the mentions ``index`` (rows of the prepared ``items``)."""
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
 
     enc = Encoder(module=module, device=device, precision=precision, batch_size=batch_size, progress=False)
     return {name: unit(enc.run([items[name][int(i)] for i in index], NAMES[name])) for name in ("word", "mask")}

@@ -241,9 +241,9 @@ class HierarchyTask:
 
 def embed_items(encoder, items: Sequence[ModelInput], *, device: str, precision: str = "fp32", batch_size: int = 64,
                 pool: str = REP) -> np.ndarray:
-    """Vectors of prepared inputs with the shared frozen-inference path (:class:`eventatlas.encode.Encoder`);
+    """Vectors of prepared inputs with the shared frozen-inference path (:class:`eventatlas.modeling.encode.Encoder`);
     ``pool="trigger"`` averages the marked span of mention inputs."""
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
 
     return Encoder(module=encoder, device=device, precision=precision, batch_size=batch_size, progress=False).run(items, pool)
 

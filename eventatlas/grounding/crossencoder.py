@@ -120,7 +120,7 @@ def tune_threshold(scores: np.ndarray, cands: np.ndarray, golds: Sequence[Sequen
                    grid: Sequence[float] | None = None) -> tuple[float, dict[str, float]]:
     """tau_c maximising strict accuracy (then micro-F1) of the thresholded sets on these (dev) mentions:
     ``scores`` (M, k) in [0, 1], ``cands`` (M, k) the candidate ids they score."""
-    from .. import metrics as M
+    from ..evaluation import metrics as M
 
     scores, cands = np.asarray(scores), np.asarray(cands)
     if scores.shape != cands.shape:

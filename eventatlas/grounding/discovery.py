@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import metrics as M
+from ..evaluation import metrics as M
 
 
 def retrieved_sets(topk: np.ndarray, k: int = 4) -> dict[int, set[int]]:

@@ -34,7 +34,7 @@ def ground_text(dataset_dir: str | Path, run_dir: str | Path, text: str, *, vari
                 device: str = "cpu") -> dict[str, Any]:
     """Returns ``{variant, cross, tau_c, mention, predicted: [{type_id, name, score}], ranked: [...]}``."""
     from ..emr.search import SearchError, marked_span
-    from ..modeling import MentionEncoder
+    from ..modeling.mention_encoder import MentionEncoder
     from .biencoder import candidate_inputs, embed_items, mention_inputs, retrieve
     from .data import Mentions, load_candidates
     from ..data.selection import NotApplicable

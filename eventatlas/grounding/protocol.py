@@ -16,7 +16,7 @@ TRAINED = ("baseline", "multilabel", "hp", "hjl", "hp_hjl")
 
 def _encoder(cfg: Any):
     from .biencoder import add_markers
-    from ..modeling import MentionEncoder
+    from ..modeling.mention_encoder import MentionEncoder
 
     enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
     add_markers(enc)
@@ -49,7 +49,7 @@ def ground_variants(ctx: Any, result: Any) -> None:
     from ..evaluation.grounding import grounding_scores
     from . import biencoder as B
     from .data import load, setting
-    from ..runinfo import set_seeds
+    from ..results.runinfo import set_seeds
     from ..training import Trainer
 
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
@@ -205,8 +205,8 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
     from ..evaluation.grounding import evaluate_grounding
     from . import biencoder as B
     from . import crossencoder as X
-    from ..modeling import MentionEncoder
-    from ..runinfo import set_seeds
+    from ..modeling.mention_encoder import MentionEncoder
+    from ..results.runinfo import set_seeds
     from ..training import Trainer
 
     set_seeds(seed)

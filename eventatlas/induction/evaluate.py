@@ -115,7 +115,7 @@ def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np
     """Frame ids, definition embeddings (cached) and Inheritance descendants of an ingested FrameNet."""
     from .. import config
     from ..data.manifest import read_table
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
     from ..evaluation.naming import inheritance_descendants
     from ..io import atomic_path, fingerprint_paths
 
@@ -139,7 +139,7 @@ def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np
 
 def umap_png(f: np.ndarray, labels: Sequence, y_true: Sequence[str], path: Path, title: str, seed: int) -> Path:
     """2-D UMAP of the features, coloured by induced cluster (left) and gold type (right)."""
-    from ..plots import projection_png
+    from ..results.plots import projection_png
 
     return Path(projection_png(f, y_true, path, title, clusters=labels, method="umap", seed=seed)["path"])
 
@@ -182,7 +182,7 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
     # perfect, untuned and trained partitions isolates the effect of the partition
     labelled = [(("perfect", None), np.array(y))] + list(parts.items())
     if names:
-        from ..encode import Encoder
+        from ..modeling.encode import Encoder
 
         cands = sorted(set(y))
         name_emb = Encoder(model_id, progress=False).encode_sentences([names.get(t, t) for t in cands], normalize=True)

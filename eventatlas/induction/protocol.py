@@ -53,10 +53,10 @@ def train_representation(sel, cfg: Any, rep: str, out: Path, *, seed: int, devic
                          type_texts: dict[str, str], resume: bool = False, writer=None) -> tuple[dict[str, Any], Any]:
     """Train one representation's model; returns the summary evaluation needs and the TrainResult.
     With a :class:`eventatlas.modeling.saved.ModelWriter`, the chosen epoch's model is added to it."""
-    from ..encode import Encoder
-    from ..modeling import MentionEncoder
+    from ..modeling.encode import Encoder
+    from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..runinfo import set_seeds
+    from ..results.runinfo import set_seeds
     from ..training import Trainer
     from .augment import backtranslate, resolve_augmentation
     from .model import InductionModel

@@ -147,7 +147,7 @@ def mutual_neighbours(f: np.ndarray, index: Sequence[int], k: int, min_cos: floa
 def embed_fqk(model, items: Sequence[ModelInput], representation: str, *, device: str, precision: str,
               batch_size: int = 64) -> dict[str, np.ndarray]:
     """Eval-mode F, Q, K of prepared inputs (length-sorted batches, input order kept)."""
-    from ..device import autocast
+    from ..modeling.device import autocast
 
     was = model.training
     model.eval()

@@ -168,7 +168,7 @@ def apply(model, ctx: MethodContext) -> MethodResult:
     from ..induction.evaluate import evaluate_trained
     from ..induction.model import InductionModel
     from ..induction.training import embed_fqk, save_npz
-    from ..modeling import MentionEncoder
+    from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.inputs import mark_triggers
     from ..modeling.tokens import tokenize_cached
 

@@ -7,7 +7,7 @@ A method is ``run(ctx: MethodContext) -> MethodResult`` and does only its own pr
   user left unset (``spec.protocol`` task, under ``spec.protocol_defaults``);
 * resolved the device **once** (the method's own ``device`` if the user set it, else the flow's
   ``--device``; an unavailable one is refused in one line) and the precision (``auto`` is a fixed rule of
-  the device, :func:`eventatlas.device.default_precision`), and written both into the config, so they are
+  the device, :func:`eventatlas.modeling.device.default_precision`), and written both into the config, so they are
   part of the run's configuration identity (its run id prefix and its record); a training block (any
   :class:`~eventatlas.training.TrainingArgs` field) gets the run's device, and every nested ``precision``
   left ``auto`` gets the run's precision, so ``Trainer(..., ctx.config.train, ...)`` needs nothing more;
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .spec import MethodConfig, MethodSpec, ParamError, merge_defaults
 
@@ -77,7 +77,7 @@ class MethodContext:
     @cached_property
     def device_desc(self) -> str:
         """What the run records as its device (GPU name, or CPU model and threads)."""
-        from ..device import describe
+        from ..modeling.device import describe
 
         return describe(self.device)
 
@@ -103,8 +103,8 @@ def resolve_config(spec: MethodSpec, params: Mapping[str, Any] | MethodConfig | 
     """The run's config: validated, protocol-merged (when ``manifest`` is given), with the device resolved
     once (the config's own ``device`` if the user set it, else ``device``, the flow's) and the precision
     resolved, both written into the config and its training / encoder blocks. Raises :class:`ParamError`
-    (bad params) or :class:`eventatlas.device.DeviceUnavailable` (one line each) before any work."""
-    from ..device import resolve_device, resolve_precision
+    (bad params) or :class:`eventatlas.modeling.device.DeviceUnavailable` (one line each) before any work."""
+    from ..modeling.device import resolve_device, resolve_precision
     from ..training.args import TrainingArgs
 
     cfg = spec.validate(params)
@@ -148,7 +148,7 @@ def build_context(spec: MethodSpec, config: MethodConfig, manifest: "Manifest", 
     """The context of a run whose config :func:`resolve_config` made; checks the dataset kinds, seeds the
     RNGs and makes the run directory."""
     from ..data import KINDS, NotApplicable
-    from ..runinfo import set_seeds
+    from ..results.runinfo import set_seeds
 
     kinds = manifest.kinds()
     if not spec.applies(kinds):
@@ -172,3 +172,16 @@ def run_in_dir(spec: MethodSpec, dataset_dir: str | Path, out_dir: str | Path, *
     cfg = resolve_config(spec, config, device=device, manifest=man)
     ctx = build_context(spec, cfg, man, out_dir, seed=seed, resume=resume)
     return spec.run_function()(ctx)
+
+
+def method_runner(spec: MethodSpec) -> Callable[..., Any]:
+    """``f(dataset_dir, out_dir, *, seed=0, config=None, resume=False, device=None, **params)``: build the
+    context and run ``spec``'s method in ``out_dir`` without a run record (tests, scripts; ``train-all`` and
+    ``eventatlas train`` go through :func:`eventatlas.run.runner.run_method`)."""
+
+    def run(dataset_dir: Any, out_dir: Any, *, seed: int = 0, config: Any = None, resume: bool = False,
+            device: str | None = None, **params: Any) -> Any:
+        return run_in_dir(spec, dataset_dir, out_dir, seed=seed, config=config if config is not None else params,
+                          resume=resume, device=device)
+
+    return run

@@ -26,7 +26,7 @@ class ParamError(ValueError):
 class MethodConfig(BaseModel):
     """Base of every method's config: unknown keys are errors. ``device`` is where it encodes and trains and
     ``precision`` its autocast precision, both resolved once per run by the method context (``auto``:
-    :func:`eventatlas.device.default_precision`, fp32 on CPU); the resolved values are written here, so they
+    :func:`eventatlas.modeling.device.default_precision`, fp32 on CPU); the resolved values are written here, so they
     are part of the run's configuration. A nested ``precision`` left ``auto`` (an ``encoder`` or ``train``
     block) takes the run's."""
 
@@ -129,19 +129,6 @@ class MethodSpec:
             raise ParamError(f"{self.name} models cannot be evaluated on another dataset"
                              + (f": {self.apply_note}" if self.apply_note else ""))
         return _load(self.apply)
-
-    def runner(self) -> Callable[..., Any]:
-        """``f(dataset_dir, out_dir, *, seed=0, config=None, resume=False, device=None, **params)``: build the
-        context and run the method in ``out_dir`` without a run record (tests, scripts; ``train-all`` and
-        ``eventatlas train`` go through :func:`eventatlas.runner.run_method`)."""
-        from .context import run_in_dir
-
-        def run(dataset_dir: Any, out_dir: Any, *, seed: int = 0, config: Any = None, resume: bool = False,
-                device: str | None = None, **params: Any) -> Any:
-            return run_in_dir(self, dataset_dir, out_dir, seed=seed, config=config if config is not None else params,
-                              resume=resume, device=device)
-
-        return run
 
     def validate(self, params: Mapping[str, Any] | MethodConfig | None) -> MethodConfig:
         cls = self.config_class()

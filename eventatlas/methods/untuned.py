@@ -15,29 +15,22 @@
 """
 from __future__ import annotations
 
-import json
 import logging
-import time
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
-import pyarrow as pa
 from pydantic import Field
 
 from .. import config as paths
-from ..io import write_parquet
+from ..induction.frozen import NAME, frozen_induction
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
 from .spec import EncoderConfig, MethodConfig
 
 log = logging.getLogger(__name__)
 
-NAME = "untuned"
 Representation = Literal["sentence", "trigger", "mask", "mix", "window4"]
 Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
-DEFAULT_CLUSTERINGS = ("agglomerative", "manifold", "manifold_sym", "affinity")
-DEFAULT_REPRESENTATIONS = ("sentence", "trigger", "mask", "mix", "window4")
-DEFAULT_K_SEEN = 10
 DEFAULT_MAX_MENTIONS = 20_000
 
 
@@ -78,7 +71,7 @@ def run(ctx: MethodContext) -> MethodResult:
     result = ctx.result()
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     if "typed_mentions" in kinds:
-        _induction(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
+        frozen_induction(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
     if "event_pairs" in kinds:
         _similarity(ctx, result)
     if not result.metrics:
@@ -86,107 +79,8 @@ def run(ctx: MethodContext) -> MethodResult:
     return result
 
 
-def _embedding_meta(npy: Path) -> dict[str, Any]:
-    side = npy.with_suffix(".json")
-    return json.loads(side.read_text(encoding="utf-8")) if side.exists() else {}
-
-
-def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, result: MethodResult) -> None:
-    from ..data import select_labelled
-    from ..encode import embed_mentions, load_embeddings
-    from ..evaluation.clustering import cluster_and_score
-
-    splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
-    sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
-                          seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
-                          seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
-                          unseen_seed=cfg.unseen_seed)
-    reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
-    algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
-    only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
-    table, y = sel.eval_table(), sel.eval_labels
-    k = int(cfg.n_clusters or sel.record["n_types_clustered"])
-    split_name = ",".join(splits) if splits else (",".join(sorted({s for s in table["split"].to_pylist() if s})) or "all")
-    setting = sel.setting()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.trigger_markers:
-        from ..modeling.inputs import mark_triggers
-
-        ms, ma, mb = mark_triggers(table["sentence"].to_pylist(), table["trigger_start"].to_pylist(),
-                                   table["trigger_end"].to_pylist())
-        for name, col in (("sentence", pa.array(ms, pa.string())), ("trigger_start", pa.array(ma, table["trigger_start"].type)),
-                          ("trigger_end", pa.array(mb, table["trigger_end"].type))):
-            table = table.set_column(table.schema.get_field_index(name), name, col)
-    selected = write_parquet(table, out_dir / "selected_mentions.parquet")
-    result.add_artifact("selected_mentions", selected, table.num_rows)
-    params = result.params
-    params.update({"setting": setting, "n_clusters": k, "representations": reps, "clusterings": algos,
-                   "selection": sel.record, "embeddings": {}})
-    log.info("untuned %s: %d unseen mentions of %d types -> %d clusters (%s)", man.dataset, len(y),
-             sel.record["n_types_clustered"], k, "subsampled" if sel.record["subsampled"] else "all")
-    ids = table["mention_id"].to_pylist()
-    timings: dict[str, float] = {}
-    shown = cfg.projection_representation or ("trigger" if "trigger" in reps else reps[0])
-    projected = None  # (X, gold, clusters) of the representation drawn
-    enc_kw = {"device": device, **cfg.encoder.model_dump()}
-    for rep in reps:
-        t0 = time.perf_counter()
-        emb_path = embed_mentions(selected, cfg.model_id, rep, cache_dir=cfg.cache_dir, **enc_kw)
-        meta = _embedding_meta(emb_path)
-        params["embeddings"][rep] = {"cache_key": meta.get("key"), "computed_on": meta.get("device"),
-                                     "precision": meta.get("precision")}
-        emb_ids, X = load_embeddings(emb_path)
-        y_rep, ids_rep = y, ids
-        if list(emb_ids) != ids:
-            # the encoder leaves out mentions with unusable spans (its rejects file says why):
-            # score the rest, and record how many were dropped
-            pos = {m: i for i, m in enumerate(emb_ids)}
-            keep = [i for i, m in enumerate(ids) if m in pos]
-            if len(keep) < 2:
-                raise ValueError(f"{emb_path}: fewer than 2 selected mentions have an embedding")
-            X = X[[pos[ids[i]] for i in keep]]
-            y_rep, ids_rep = y[keep], [ids[i] for i in keep]
-            params.setdefault("embedding_dropped", {})[rep] = len(ids) - len(keep)
-        timings[f"embed/{rep}"] = round(time.perf_counter() - t0, 3)
-        variant = "trigger_markers" if cfg.trigger_markers else None  # rows say the inputs were marked
-        ev = cluster_and_score({variant: X} if variant else X, y_rep.tolist(), n_clusters=k, algorithms=algos, seed=seed, dataset=man.dataset,
-                               method=NAME, split=split_name, setting=setting, representation=rep, only=only)
-        result.metrics += ev.rows
-        for (_, algo), why in ev.skipped.items():
-            # one algorithm over a dense-memory ceiling (affinity first) must not sink the others
-            params.setdefault("skipped", {})[f"{rep}/{algo}"] = why
-        for (_, algo), pred in ev.partitions.items():
-            timings[f"cluster/{rep}/{algo}"] = ev.seconds.get((variant, algo))
-            apath = write_parquet(pa.table({"mention_id": ids_rep, "label": y_rep.tolist(), "cluster": pred}),
-                                  out_dir / "assignments" / f"{rep}__{algo}.parquet")
-            result.add_artifact(f"assignments/{rep}/{algo}", apath, len(ids_rep))
-            ari = next((r["value"] for r in ev.rows if r["metric"] == "ari" and r["clustering"] == algo), float("nan"))
-            log.info("untuned %s %s/%s: ari=%.4f (%d clusters found)", man.dataset, rep, algo, ari,
-                     len(set(pred.tolist())))
-        if rep == shown:
-            first = ev.partitions.get((None, "agglomerative"), next(iter(ev.partitions.values()), None))
-            projected = (X, y_rep.tolist(), None if first is None else first.tolist())
-    if cfg.projection != "none" and shown not in reps:
-        params["projection"] = f"not drawn: representation {shown!r} is not among those computed {reps}"
-    elif cfg.projection != "none" and projected is not None and len(projected[0]) >= 2:
-        from ..plots import projection_png
-
-        t0 = time.perf_counter()
-        X, gold, clusters = projected
-        info = projection_png(X, gold, out_dir / f"projection_{shown}.png",
-                              f"untuned {man.dataset}, {shown} representation: unseen mentions ({setting})",
-                              clusters=clusters, method=cfg.projection, seed=seed)
-        result.add_artifact(f"plot/projection/{shown}", info["path"], info["points"])
-        params["projection"] = {"representation": shown, "method": info["method"], "points": info["points"],
-                                "of": info["of"]}
-        timings["projection"] = round(time.perf_counter() - t0, 3)
-        log.info("untuned %s: %s projection of %d %s embeddings -> %s", man.dataset, info["method"], info["points"],
-                 shown, info["path"])
-    params["timings_s"] = timings
-
-
 def _similarity(ctx: MethodContext, result: MethodResult) -> None:
-    from ..encode import Encoder
+    from ..modeling.encode import Encoder
     from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
     cfg, seed = ctx.config, ctx.seed

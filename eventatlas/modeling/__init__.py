@@ -1,6 +1,6 @@
-"""Models shared by every method: mention inputs, the trainable mention encoder, the token-id cache."""
-from .inputs import REPRESENTATIONS, ModelInput, check_span, collate
-from .mention_encoder import MentionEncoder, model_name, model_shape, resolve_model
+"""Models shared by every method: mention inputs (:mod:`.inputs`), the trainable mention encoder
+(:mod:`.mention_encoder`), saved models (:mod:`.saved`), the token-id cache (:mod:`.tokens`), embedding
+(:mod:`.encode`) and device/precision choice (:mod:`.device`).
 
-__all__ = ["REPRESENTATIONS", "MentionEncoder", "ModelInput", "check_span", "collate", "model_name", "model_shape",
-           "resolve_model"]
+Nothing is re-exported here: importing :mod:`.device` (the CLI, the scale-out planner) must not import torch,
+so each caller imports the submodule it needs."""

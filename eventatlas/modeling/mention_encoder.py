@@ -1,7 +1,7 @@
 """The trainable mention encoder: a Hugging Face transformer plus the representations' pooling.
 
 One ``torch.nn.Module`` used everywhere a mention or sentence becomes a vector: the frozen
-:class:`eventatlas.encode.Encoder` runs it under ``inference_mode``, the trainers fine-tune it. The
+:class:`eventatlas.modeling.encode.Encoder` runs it under ``inference_mode``, the trainers fine-tune it. The
 inputs (windowing, masking, pooling positions) come from :mod:`eventatlas.modeling.inputs`, so the
 trigger representation is defined once.
 

@@ -31,7 +31,7 @@ def content_hash(sentences: Sequence[str], starts: Sequence[int], ends: Sequence
 
 
 def cache_key(encoder, representation: str, data_hash: str) -> str:
-    from ..encode import model_fingerprint
+    from .encode import model_fingerprint
 
     fields = {"format": INPUTS_FORMAT, "model": model_fingerprint(encoder.model_id)["hash"],
               "max_length": encoder.max_length, "representation": representation, "mask": encoder.mask.text,

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..io import InputError, Rejects, stable_id
+from ..errors import InputError
+from ..io import Rejects, stable_id
 
 
 def dumps(obj: Any) -> str | None:

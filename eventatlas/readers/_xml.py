@@ -8,7 +8,7 @@ import defusedxml.ElementTree as DET
 from defusedxml import DefusedXmlException
 from xml.etree.ElementTree import ParseError
 
-from ..io import InputError
+from ..errors import InputError
 
 
 def parse_bytes(data: bytes, source: str | os.PathLike, *, allow_doctype: bool = False) -> Any:

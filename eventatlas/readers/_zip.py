@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from ..io import InputError
+from ..errors import InputError
 
 DEFAULT_MAX_BYTES = 512 << 20
 DEFAULT_MAX_RATIO = 200.0

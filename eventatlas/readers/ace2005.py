@@ -26,7 +26,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import MentionDedup, bump, check_span, dumps, load_json, mention_row, parse_offset, read_bytes, read_text, record_guard
 from ._xml import child, children, parse_bytes
 

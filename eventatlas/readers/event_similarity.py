@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import bump, dumps, iter_lines
 
 _NUM_LINE = re.compile(r"^\d+\s")

@@ -31,7 +31,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects, stable_id
+from ..errors import InputError
+from ..io import Rejects, stable_id
 from ._common import bump, dumps, iter_lines
 
 DEFAULT_DATASET = "event_tuples"

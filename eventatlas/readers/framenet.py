@@ -30,7 +30,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects, stable_id
+from ..errors import InputError
+from ..io import Rejects, stable_id
 from ._common import MentionDedup, bump, check_span, dumps, mention_row, read_bytes, record_guard
 from ._xml import child, children, local, parse_bytes
 from ._zip import SafeZip, looks_like_zip

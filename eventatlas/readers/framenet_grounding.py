@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from . import framenet, framenet_jsonl
 from ._common import unique_ids
 

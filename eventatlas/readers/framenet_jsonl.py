@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import MentionDedup, bump, check_span, iter_jsonl, mention_row, record_guard, require
 from .framenet import sentence_doc_id
 

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import bump, is_label, join_tokens, load_json, mention_row, record_guard, require, token_event_span
 from .maven import load_definitions
 

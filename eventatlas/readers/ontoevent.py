@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import bump, check_span, dumps, is_label, load_json, mention_id, mention_row, record_guard, require, sentence_and_spans
 
 DEFAULT_DATASET = "ontoevent_maven"

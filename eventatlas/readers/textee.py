@@ -40,7 +40,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from .ace2005 import TYPES as ACE_TYPES  # ACE definitions, for the ACE-family sets
 from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, mention_row, missing_trigger_fields, record_guard, require, sentence_and_spans
 

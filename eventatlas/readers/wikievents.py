@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from ..io import InputError, Rejects
+from ..errors import InputError
+from ..io import Rejects
 from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, missing_trigger_fields, record_guard, require
 
 DEFAULT_DATASET = "wikievents"

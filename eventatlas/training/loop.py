@@ -188,7 +188,7 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, task: TrainTask, args: TrainingArgs, out_dir: str | Path, *,
                  seed: int = 0, callbacks: Sequence[Callback] = (), phase: str = "main",
                  param_groups: list[dict[str, Any]] | None = None):
-        from ..device import describe, ensure_device, resolve_precision
+        from ..modeling.device import describe, ensure_device, resolve_precision
 
         self.args, self.task, self.seed, self.phase = args, task, int(seed), phase
         self.out = Path(out_dir)
@@ -318,9 +318,9 @@ class Trainer:
     def fit(self, resume: bool = False) -> TrainResult:
         """Train (see the module docstring); ``args.threads`` applies while this runs, then the caller's
         thread count is back (a pinned count must not leak into the next run of the process)."""
-        from ..device import set_threads
+        from ..modeling.device import set_threads
 
-        from ..device import describe
+        from ..modeling.device import describe
 
         before = torch.get_num_threads()
         set_threads(self.args.threads)

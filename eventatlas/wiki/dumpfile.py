@@ -18,7 +18,8 @@ from typing import Iterator
 
 import orjson
 
-from eventatlas.io import InputError, Rejects
+from eventatlas.errors import InputError
+from eventatlas.io import Rejects
 
 
 class DumpError(InputError):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Scores, TypeSet
+from .base import Scores, TypeSet
 
 
 def similarity(A: TypeSet, B: TypeSet) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from . import Scores, TypeSet
+from .base import Scores, TypeSet
 from .centroid import similarity
 
 

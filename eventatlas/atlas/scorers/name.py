@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from . import Scores, TypeSet
+from .base import Scores, TypeSet
 
 NEAR_WEIGHT = 0.9
 

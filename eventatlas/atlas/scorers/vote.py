@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Scores, TypeSet
+from .base import Scores, TypeSet
 
 N_EVIDENCE = 2
 

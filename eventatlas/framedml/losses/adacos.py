@@ -5,7 +5,7 @@ margin. The scale starts at ``√2·log(C − 1)`` and is updated on every train
 loss, without gradient) to ``log(B_avg) / cos(min(π/4, θ_med))``, where ``B_avg`` is the batch mean
 of Σ over non-target classes of exp(s·cos θ_j) under the current scale and ``θ_med`` the median
 target angle. The scale is a buffer, so checkpoints keep it. Computed in fp32 even inside the
-trainer's bf16 autocast (:func:`~eventatlas.device.without_autocast`): bf16 cosines rounded the scale and the logits.
+trainer's bf16 autocast (:func:`~eventatlas.modeling.device.without_autocast`): bf16 cosines rounded the scale and the logits.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ...device import without_autocast
+from ...modeling.device import without_autocast
 
 
 class AdaCosHead(torch.nn.Module):

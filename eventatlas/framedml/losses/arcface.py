@@ -3,7 +3,7 @@
 pytorch-metric-learning's ``ArcFaceLoss`` (its class-weight matrix ``W`` is the head trained in its
 own optimiser group). Its ``margin`` is in *degrees*; the paper's margins (0.01 ... 0.1) are radians,
 so ``margin`` here is radians and converted. Computed in fp32 even inside the trainer's bf16
-autocast (:func:`~eventatlas.device.without_autocast`): at scale 64 bf16 cosines moved the loss by ~2%.
+autocast (:func:`~eventatlas.modeling.device.without_autocast`): at scale 64 bf16 cosines moved the loss by ~2%.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 import torch
 from pytorch_metric_learning.losses import ArcFaceLoss
 
-from ...device import without_autocast
+from ...modeling.device import without_autocast
 
 
 class ArcFaceHead(torch.nn.Module):

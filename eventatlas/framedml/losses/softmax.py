@@ -2,13 +2,13 @@
 
 Plain ``torch.nn.Linear`` + ``cross_entropy`` (no library needed); the head is trained in its own
 optimiser group (``TrainingArgs.head_lr``); computed in fp32 even inside the trainer's bf16 autocast
-(:func:`~eventatlas.device.without_autocast`).
+(:func:`~eventatlas.modeling.device.without_autocast`).
 """
 from __future__ import annotations
 
 import torch
 
-from ...device import without_autocast
+from ...modeling.device import without_autocast
 
 
 class SoftmaxHead(torch.nn.Module):

@@ -4,7 +4,7 @@
 
     {"run": {run_id, flow, task, method, params, code_version, data_fingerprints, seed,
              started_at, finished_at, status, device, precision, error},
-     "metrics_path": ".../metrics.parquet" | null,      # eventatlas.warehouse.METRICS_SCHEMA
+     "metrics_path": ".../metrics.parquet" | null,      # eventatlas.results.warehouse.METRICS_SCHEMA
      "artifacts": [{kind, path, rows, sha256}, ...],   # kind "plot/..." + a .png path: shown in Prefect
      "train_steps_path": ".../train_steps.parquet",     # optional, warehouse.TRAIN_STEPS_SCHEMA
      "train_evals_path": ".../train_evals.parquet",     # optional, warehouse.TRAIN_EVALS_SCHEMA
@@ -25,8 +25,8 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .io import atomic_write_json, sha256_file, write_parquet
-from .names import is_name, under
+from ..io import atomic_write_json, sha256_file, write_parquet
+from ..names import is_name, under
 from .runinfo import code_version, device_info, utcnow
 
 RECORD_NAME = "run.json"
@@ -65,7 +65,7 @@ def fail_record(record: dict[str, Any], exc: BaseException, run_dir: str | os.Pa
     the ``traceback`` artifact), the run's ``error`` is one line ``Type: first line (traceback: path)``."""
     import traceback
 
-    from .io import atomic_write_text
+    from ..io import atomic_write_text
 
     tb = Path(run_dir) / "error.txt"
     atomic_write_text(tb, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
@@ -174,8 +174,8 @@ def ingest_record(manifest: Mapping[str, Any], params: Mapping[str, Any], starte
                   runs_dir: str | os.PathLike | None = None) -> Path:
     """Write the run record of an ingest (its tables and manifest as artifacts) and return its path;
     the publish path lands it (the ``ingest`` flow and the CLI's direct path alike).
-    ``manifest``: what :func:`eventatlas.ingest.ingest` returned, ``dataset_dir`` added."""
-    from . import config
+    ``manifest``: what :func:`eventatlas.data.ingest.ingest` returned, ``dataset_dir`` added."""
+    from .. import config
     from .runinfo import new_run_id
 
     ddir = Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
@@ -202,7 +202,7 @@ def failed_ingest_record(params: Mapping[str, Any], exc: BaseException, started_
     """Write the run record of an ingest that failed (status ``failed``, a one-line reason, the
     traceback in ``runs/<run_id>/error.txt``) and return its path; the ``ingest`` flow's failure path
     and the CLI's direct path alike."""
-    from . import config
+    from .. import config
     from .runinfo import new_run_id
 
     ds = params.get("dataset") or params.get("name") or "unknown"
@@ -217,6 +217,6 @@ def failed_ingest_record(params: Mapping[str, Any], exc: BaseException, started_
 
 def data_fingerprint(dataset_dir: str | os.PathLike) -> str:
     """What a run records about its data (:meth:`eventatlas.data.Manifest.data_fingerprint`)."""
-    from .data import Manifest
+    from ..data import Manifest
 
     return Manifest.read(dataset_dir).data_fingerprint()

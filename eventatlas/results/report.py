@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .evaluation.base import NOT_FRACTION
+from ..evaluation.base import NOT_FRACTION
 # the leaderboard rule (configurations, metrics shown, order, best) is the one `eventatlas leaderboard` uses
 from .leaderboard import CONFIG_COLS, IDENTITY, build
 from .warehouse import Warehouse
@@ -91,15 +91,15 @@ def load(wh: Warehouse) -> dict[str, Any]:
 
 
 def _experiments(wh: Warehouse) -> list[dict[str, Any]]:
-    """The declared experiments' tables, goals and runs (:mod:`eventatlas.experiments.results`)."""
-    from .experiments.results import load as load_experiments
+    """The declared experiments' tables, goals and runs (:mod:`eventatlas.results.experiments`)."""
+    from .experiments import load as load_experiments
 
     return load_experiments(wh)
 
 
 def leaderboard_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One table per (task, dataset): configurations x chosen metrics, mean/std/n, best mean marked
-    (:func:`eventatlas.leaderboard.build`, the rule `eventatlas leaderboard` prints)."""
+    (:func:`eventatlas.results.leaderboard.build`, the rule `eventatlas leaderboard` prints)."""
     return build(data["board"], data["lower"])
 
 
@@ -248,7 +248,7 @@ def _plots_html(plots: list[tuple]) -> str:
 
 def _experiments_html(experiments: list[dict[str, Any]]) -> str:
     """One section per declared experiment: its table beside the paper's figures, goal, met / not met."""
-    from .experiments.results import html_section
+    from .experiments import html_section
 
     return html_section(experiments)
 

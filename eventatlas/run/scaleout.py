@@ -101,7 +101,7 @@ def pinned_threads(n: int | None) -> Iterator[None]:
     import torch
     from threadpoolctl import threadpool_limits
 
-    from .device import set_threads
+    from ..modeling.device import set_threads
 
     before, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     set_threads(n)

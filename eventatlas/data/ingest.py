@@ -26,15 +26,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import config
+from .. import config
 from .download import fetch
-from .io import (DatasetWriter, InputError, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir,
-                 switch_dir)
-from .names import check_name
-from .readers import REGISTRY, get_reader
-from .readers._common import DATA_ERRORS, unique_ids
+from ..errors import InputError
+from ..io import DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir, switch_dir
+from ..names import check_name
+from ..readers import REGISTRY, get_reader
+from ..readers._common import DATA_ERRORS, unique_ids
 from .registry import dataset_entry, load_registry
-from .schema import SCHEMA_VERSION, TABLES
+from ..schema import SCHEMA_VERSION, TABLES
 
 
 def _default_path(name: str, entry: dict) -> Path:
@@ -343,11 +343,11 @@ def ingest_dataset(name: str, path: str | None = None, download: bool = False, d
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m eventatlas.ingest NAME [PATH] [--download ...]`` or ``--samples``."""
+    """``python -m eventatlas.data.ingest NAME [PATH] [--download ...]`` or ``--samples``."""
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m eventatlas.ingest")
+    ap = argparse.ArgumentParser(prog="python -m eventatlas.data.ingest")
     ap.add_argument("name", nargs="?", help=f"reader: {', '.join(sorted(REGISTRY))}")
     ap.add_argument("path", nargs="?", help="input file/directory (default: registry path under the shared data dir)")
     ap.add_argument("--dataset")

@@ -29,9 +29,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import config
-from .io import write_parquet
-from .records import fail_record, finish_record, new_record, write_metrics, write_record
+from .. import config
+from ..io import write_parquet
+from ..results.records import fail_record, finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
     one. Two processes never get the same directory: taking over needs the directory's lock (a live run
     holds it), and a new directory whose lock another process got first (in the instant between its
     mkdir and our lock) is left to that process."""
-    from .runinfo import new_run_id
+    from ..results.runinfo import new_run_id
 
-    from .names import check_name
+    from ..names import check_name
 
     check_name(prefix, "run prefix")  # method and dataset names become a directory under runs/
     runs = config.runs_dir()
@@ -123,8 +123,8 @@ def evaluate_model(ref: str, dataset_dir: str | Path, *, seed: int = 0, params: 
     apply step, in the config of the method it runs with (``spec.apply_with``: the selection of
     mentions, clusterings, ...); a model applied with its own method's protocol starts from the training
     run's config (device and precision left to this run)."""
-    from .methods.context import build_context
-    from .methods.spec import json_params
+    from ..methods.context import build_context
+    from ..methods.spec import json_params
 
     model, with_spec, apply_fn, cfg, man, fingerprint, prefix = _evaluation(ref, dataset_dir, seed, params, device)
     card = model.card
@@ -161,10 +161,10 @@ def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, 
     """(model, the spec it is applied with, apply function, resolved config, manifest, data fingerprint, run
     prefix) of applying saved model ``ref`` to a dataset: what :func:`evaluate_model` runs and what
     identifies its run."""
-    from .data import Manifest
-    from .methods import get_spec
-    from .methods.context import resolve_config
-    from .modeling.saved import resolve_ref
+    from ..data import Manifest
+    from ..methods import get_spec
+    from ..methods.context import resolve_config
+    from ..modeling.saved import resolve_ref
 
     model = resolve_ref(ref)
     card = model.card
@@ -189,10 +189,10 @@ def evaluation_prefix(ref: str, dataset_dir: str | Path, *, seed: int = 0, param
 def _training(method: str, dataset_dir: str | Path, seed: int, params: dict[str, Any] | None, device: str) -> tuple:
     """(spec, resolved config, a refused device or None, manifest, data fingerprint, run prefix) of a
     :func:`run_method` call."""
-    from .data import Manifest
-    from .device import DeviceUnavailable
-    from .methods import get_spec
-    from .methods.context import resolve_config
+    from ..data import Manifest
+    from ..modeling.device import DeviceUnavailable
+    from ..methods import get_spec
+    from ..methods.context import resolve_config
 
     man = Manifest.read(Path(dataset_dir))
     spec = get_spec(method)
@@ -224,7 +224,7 @@ def _without_device(cfg: Any) -> Any:
 def _save_model(run_dir: Path, record: dict[str, Any], metrics: list[dict[str, Any]]) -> None:
     """Complete and move into place the model the method collected (``model.partial``), and point
     the record at it (publish lands it in the ``models`` table)."""
-    from .modeling.saved import finalize
+    from ..modeling.saved import finalize
 
     entry = finalize(run_dir, record["run"], metrics)
     if entry is not None:
@@ -273,8 +273,8 @@ def _is_main() -> bool:
 def _metric_bars(rows: list[dict[str, Any]], run_dir: Path, title: str) -> list[dict[str, Any]]:
     """The run's headline metrics as a PNG (artifact ``plot/metric_bars``); a plot that cannot be drawn
     is logged and left out: it never fails a run whose metrics are written."""
-    from .io import sha256_file
-    from .plots import metric_bars_png
+    from ..io import sha256_file
+    from ..results.plots import metric_bars_png
 
     try:
         path = metric_bars_png(rows, run_dir / "metric_bars.png", title)
@@ -310,8 +310,8 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
 
 def _record_failure(record: dict[str, Any], e: Exception, run_dir: Path, what: str) -> None:
     """Finish ``record`` for a run that raised: ``skipped`` when the method declared itself not applicable,
-    else ``failed`` with the traceback beside it (:func:`eventatlas.records.fail_record`)."""
-    from .methods.base import NotApplicable
+    else ``failed`` with the traceback beside it (:func:`eventatlas.results.records.fail_record`)."""
+    from ..methods.base import NotApplicable
 
     if isinstance(e, NotApplicable):
         finish_record(record, "skipped", f"not applicable: {e}")
@@ -324,8 +324,8 @@ def _record_failure(record: dict[str, Any], e: Exception, run_dir: Path, what: s
 def _run_in(run_id: str, spec: Any, man: Any, seed: int, cfg: Any, fingerprint: str, resume: bool, flow: str,
             refused: Exception | None = None) -> Path:
     """The run itself, in the claimed ``runs/<run_id>``; its record is written before the claim ends."""
-    from .methods.context import build_context
-    from .methods.spec import json_params
+    from ..methods.context import build_context
+    from ..methods.spec import json_params
 
     method, dataset = spec.name, man.dataset
     run_dir = config.runs_dir() / run_id

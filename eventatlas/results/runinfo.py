@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from . import __version__, config
+from .. import __version__, config
 
 
 @lru_cache(maxsize=1)

@@ -25,10 +25,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from .io import atomic_write_json, sha256_file, write_parquet
+from ..io import atomic_write_json, sha256_file, write_parquet
 from .records import finish_record, new_record, write_record
 from .runinfo import new_run_id
-from .schema import BENCHMARKS
+from ..schema import BENCHMARKS
 
 BENCHMARKS_FILE = "benchmarks.parquet"
 RESULT_FILE = "result.json"
@@ -85,7 +85,7 @@ def prepare(args: argparse.Namespace) -> Path | None:
 
 def scratch_dir(args: argparse.Namespace, name: str) -> Path:
     """A work directory for a script's own files: under the data root (a temporary one for a smoke run)."""
-    from . import config
+    from .. import config
 
     d = (Path(args.data_root) if getattr(args, "data_root", None) else config.data_root()) / "scratch" / name
     d.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def scratch_dir(args: argparse.Namespace, name: str) -> Path:
 
 def machine(device: str = "cpu") -> dict[str, Any]:
     """CPU model, GPU model (None without one), torch threads, load: what a benchmark row records."""
-    from .device import cpu_name
+    from ..modeling.device import cpu_name
 
     gpu, threads = None, os.cpu_count()
     if "torch" in sys.modules:  # a benchmark that never loaded torch is described without it
@@ -161,8 +161,8 @@ class Benchmark:
 
     def finish(self, cases: Iterable[Mapping[str, Any]], result: Mapping[str, Any], *,
                out: str | os.PathLike | None = None, params: Mapping[str, Any] | None = None) -> Path:
-        from . import config
-        from .device import describe
+        from .. import config
+        from ..modeling.device import describe
 
         run_dir = config.runs_dir() / self.run_id
         params = dict(params if params is not None else _plain(vars(self.args)))

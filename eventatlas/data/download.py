@@ -17,7 +17,7 @@ A checksum refusal (:class:`ChecksumError`, :class:`ChecksumRequired`) is final;
 :class:`DownloadFailed` with ``transient=True`` (connection errors, 429, 5xx after the local retries)
 is worth retrying at a higher level.
 
-CLI: ``python -m eventatlas.download maven [--dest DIR] [--sha256 FILE=HEX ...] [--sha256-file SUMS]
+CLI: ``python -m eventatlas.data.download maven [--dest DIR] [--sha256 FILE=HEX ...] [--sha256-file SUMS]
 [--insecure-skip-checksum]``.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
-from . import config
-from .io import sha256_file
+from .. import config
+from ..io import sha256_file
 from .registry import dataset_entry
 
 USER_AGENT = "eventatlas/0.1 (research dataset downloader; +https://github.com/eventatlas)"
@@ -264,7 +264,7 @@ def fetch_dataset(name: str, dest_dir: str | os.PathLike | None = None, **kw) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m eventatlas.download", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m eventatlas.data.download", description=__doc__.split("\n\n")[0])
     ap.add_argument("name", help="dataset name in datasets/registry.yaml (e.g. maven)")
     ap.add_argument("--dest", help="target directory (default <data_root>/downloads/<name>)")
     ap.add_argument("--sha256", action="append", default=[], metavar="[FILE=]HEX", help="expected sha256 (per file: FILE=HEX)")

@@ -14,7 +14,7 @@ different load (OntoEvent ARI 48.5 vs 48.7 on CPU). On CPUs bf16 speed depends o
 bare Linear was 1.2x faster), so no fixed rule would be fast everywhere: fp32 is the one that gives the
 same numbers everywhere. On CUDA, bf16 support is a property of the GPU model and bf16 is native and
 much faster there. The CPU timing probe (real attention + MLP layers of the model's shape) is kept as
-*advice*: ``python -m eventatlas.device`` measures it (cached), :func:`advise_precision` then logs once
+*advice*: ``python -m eventatlas.modeling.device`` measures it (cached), :func:`advise_precision` then logs once
 per process that bf16 would be faster, and a user who wants it sets ``precision: bf16``, which is then part
 of the run's configuration.
 Probe results are cached per (CPU, torch, threads, shape, mode) under ``cache_dir()/probes``.
@@ -28,7 +28,7 @@ import platform
 import time
 from typing import Any, Iterator
 
-from . import config
+from .. import config
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ _ADVISED: set[str] = set()
 def advise_precision(shape: dict[str, int], mode: str = "inference") -> bool:
     """Log, once per process and probe key, when this machine's timing probe found bf16 faster. Advice
     only: the precision of a run never depends on it. It reads a probe already measured (cached by
-    :func:`cpu_bf16_faster`: ``python -m eventatlas.device``, or the training benchmark); a run never pays
+    :func:`cpu_bf16_faster`: ``python -m eventatlas.modeling.device``, or the training benchmark); a run never pays
     for a probe."""
     key = _probe_key(shape, mode)
     if key in _ADVISED:
@@ -190,7 +190,7 @@ def cpu_bf16_faster(shape: dict[str, int], mode: str = "inference") -> bool:
     res = _probe(json.loads(key), mode)
     _PROBES[key] = res
     with contextlib.suppress(OSError):  # a read-only cache only costs a re-probe next time
-        from .io import atomic_write_json
+        from ..io import atomic_write_json
 
         atomic_write_json(path, {**_read_json(path), key: res})
     log.info("precision probe (%s, %s): fp32 %.1f ms, bf16 %.1f ms (bf16 %s)", mode, cpu_name(), res["fp32_ms"],
@@ -256,7 +256,7 @@ def set_threads(n: int | None) -> None:
         torch.set_num_threads(int(n))
 
 
-if __name__ == "__main__":  # measure (and cache) this CPU's bf16 probe: python -m eventatlas.device
+if __name__ == "__main__":  # measure (and cache) this CPU's bf16 probe: python -m eventatlas.modeling.device
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for m in ("inference", "train"):
         cpu_bf16_faster({}, m)

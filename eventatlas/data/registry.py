@@ -1,6 +1,6 @@
 """The dataset registry, ``datasets/registry.yaml``: one entry per dataset (key = reader name).
 
-Its own module so that :mod:`eventatlas.ingest` and :mod:`eventatlas.download` both read the
+Its own module so that :mod:`eventatlas.data.ingest` and :mod:`eventatlas.data.download` both read the
 registry without importing each other. Entry fields are documented at the top of the YAML file
 (reader, dataset, path, sample, language, ontology, labels, download).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from . import config
+from .. import config
 
 REGISTRY_YAML = config.REPO_ROOT / "datasets" / "registry.yaml"
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..warehouse import Warehouse
+from .warehouse import Warehouse
 
 
 def _has_tables(wh: Warehouse) -> bool:
@@ -176,7 +176,7 @@ def _h(v: Any) -> str:
 def html_section(experiments: list[dict[str, Any]]) -> str:
     """The report's experiments section: per experiment its table beside the paper's figures, goal,
     met / not met, diagnosis, the plots its runs attached and links (ids) to the runs."""
-    from ..plots import png_data_uri
+    from .plots import png_data_uri
 
     if not experiments:
         return '<p class="muted">No declared experiment has run yet (`eventatlas experiment list`).</p>'

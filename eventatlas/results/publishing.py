@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from .io import atomic_write_json, fault_point
+from ..errors import InputError
+from ..io import atomic_write_json, fault_point
 from .records import RecordError, load_metrics, load_train_log, read_record
 from .runinfo import utcnow
 from .warehouse import Warehouse, WarehouseError, WarehouseLocked
@@ -99,7 +100,7 @@ def _read_build(bdir: Path) -> dict[str, Any]:
 
 
 def _record_build(wh: Warehouse, bdir: Path, man: dict[str, Any]) -> None:
-    from .wiki.build import record_in_warehouse  # only wiki builds need it; the run path stays light
+    from ..wiki.build import record_in_warehouse  # only wiki builds need it; the run path stays light
 
     with wh.transaction() as con:
         record_in_warehouse(con, man, bdir)
@@ -181,7 +182,7 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
     run (the Prefect task attaches its artifacts there); ``warn`` gets the one-line messages
     (default: the ``eventatlas.publish`` logger).
     """
-    from . import config
+    from .. import config
 
     warn = warn or log.warning
     wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
@@ -267,6 +268,24 @@ def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> 
          f"({bad}): {reason}")
 
 
+ATLAS_MANIFEST = "manifest.json"
+ATLAS_FORMAT = 1
+
+
+def read_atlas_manifest(root: str | Path) -> dict[str, Any]:
+    """An atlas build's manifest (its parts and their fingerprints): :mod:`eventatlas.atlas.build` writes it,
+    :func:`publish_atlas` reads it, so the contract lives here, below both."""
+    p = Path(root) / ATLAS_MANIFEST
+    if not p.exists():
+        return {"format": ATLAS_FORMAT, "parts": {}}
+    try:
+        man = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise InputError(p, "file", f"not a JSON atlas manifest ({e})") from None
+    man.setdefault("parts", {})
+    return man
+
+
 ATLAS_TABLES = {"nodes": "atlas_nodes", "declared": "atlas_links", "learned": "atlas_links"}
 
 
@@ -280,12 +299,11 @@ def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.Pat
     a publish that meets a busy warehouse (:class:`WarehouseLocked`, after the bounded wait) is simply
     run again (``eventatlas atlas publish``): it is idempotent.
     """
-    from .atlas.build import read_manifest
     from .warehouse import _insert_arrow
 
     warn = warn or log.warning
     root = Path(atlas_root)
-    parts = read_manifest(root)["parts"]
+    parts = read_atlas_manifest(root)["parts"]
     wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
     wh.migrate()
     import pyarrow as pa
@@ -316,7 +334,7 @@ def publish_atlas(atlas_root: str | os.PathLike, *, warehouse_path: str | os.Pat
                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [name, p["kind"], p["fingerprint"], p.get("sha256"), data.num_rows, str(path), utcnow()])
             out["landed"].append(name)
-    from . import config
+    from .. import config
 
     try:  # `atlas show` reads evidence sentences through the mentions view
         wh.refresh_views(config.data_root())

@@ -7,7 +7,7 @@ representations (``sentence``, ``trigger``, ``mask``, ``mix``, ``window4``) and 
 are defined once in :mod:`eventatlas.modeling.inputs`; ``mix`` = ``(1 - alpha) * trigger + alpha * mask``.
 
 Speed: one fast-tokenizer call per chunk, length-sorted batches with dynamic padding (original
-order restored), ``torch.inference_mode`` and bf16 autocast where :mod:`eventatlas.device` measured
+order restored), ``torch.inference_mode`` and bf16 autocast where :mod:`eventatlas.modeling.device` measured
 it faster (``precision="auto"``). Outputs are float32.
 
 ``embed_mentions`` caches per (model fingerprint, representation, alpha, max_length, precision,
@@ -27,10 +27,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import config
-from .io import Rejects, atomic_path, atomic_write_json
-from .modeling.inputs import REPRESENTATIONS, ModelInput, check_span  # noqa: F401 (re-exported)
-from .modeling.mention_encoder import model_name, resolve_model  # noqa: F401 (re-exported)
+from .. import config
+from ..io import Rejects, atomic_path, atomic_write_json
+from .inputs import REPRESENTATIONS, ModelInput, check_span  # noqa: F401 (re-exported)
+from .mention_encoder import model_name, resolve_model  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ CACHE_FORMAT = 2  # bump when the cached layout or a representation's definition
 class Encoder:
     """Frozen transformer encoder for sentences and event mentions (see module doc).
 
-    ``device``: ``auto | cpu | cuda | cuda:N`` (:func:`eventatlas.device.resolve_device`);
-    ``precision``: ``auto | fp32 | bf16`` (:func:`eventatlas.device.resolve_precision`).
+    ``device``: ``auto | cpu | cuda | cuda:N`` (:func:`eventatlas.modeling.device.resolve_device`);
+    ``precision``: ``auto | fp32 | bf16`` (:func:`eventatlas.modeling.device.resolve_precision`).
     ``module`` reuses an already loaded (e.g. fine-tuned) :class:`MentionEncoder`.
     """
 
@@ -59,7 +59,7 @@ class Encoder:
         module: Any = None,
     ):
         from .device import ensure_device, resolve_precision, set_threads
-        from .modeling.mention_encoder import MentionEncoder
+        from .mention_encoder import MentionEncoder
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -112,7 +112,7 @@ class Encoder:
     def encode_sentences(self, sentences: Sequence[str], normalize: bool = False, pooling: str = "mean") -> np.ndarray:
         """One float32 vector per sentence from the last layer: ``pooling="mean"`` = attention-masked mean
         (sentence-transformers' pooling), ``"cls"`` = the first ([CLS]) position."""
-        from .modeling.inputs import SENTENCE_POOLINGS
+        from .inputs import SENTENCE_POOLINGS
 
         if pooling not in SENTENCE_POOLINGS:
             raise ValueError(f"pooling must be one of {tuple(SENTENCE_POOLINGS)}, got {pooling!r}")
@@ -249,7 +249,7 @@ def model_fingerprint(model_id: str | os.PathLike | None) -> dict[str, Any]:
 
 @lru_cache(maxsize=64)
 def _weights_sha256(path: str, size: int, mtime_ns: int) -> str:
-    from .io import sha256_file
+    from ..io import sha256_file
 
     return sha256_file(path)
 
@@ -285,7 +285,7 @@ def mentions_content_hash(mentions_parquet: str | os.PathLike, batch_rows: int =
 def _open_mentions(path: Path):
     import pyarrow.parquet as pq
 
-    from .io import InputError
+    from ..errors import InputError
 
     if not path.exists():
         raise FileNotFoundError(f"mentions parquet not found: {path}")
@@ -331,7 +331,7 @@ def embed_mentions(
     pf = _open_mentions(path)
     fp, n_rows = mentions_content_hash(path)
     from .device import ensure_device, resolve_precision
-    from .modeling.mention_encoder import model_shape
+    from .mention_encoder import model_shape
 
     device = ensure_device(encoder_kw.get("device"))  # auto is resolved (and refused if unavailable) before any work
     precision = resolve_precision(encoder_kw.get("precision", "auto"), device, shape=model_shape(model_id))
@@ -384,7 +384,7 @@ def embed_mentions(
                         [sents[k] for k in keep], [starts[k] for k in keep], [ends[k] for k in keep], representation, alpha=alpha
                     )
                 except ValueError as e:
-                    from .io import InputError
+                    from ..errors import InputError
 
                     raise InputError(path, f"rows {row0 - batch.num_rows}..{row0 - 1}", str(e)) from e
                 arr[n_ok : n_ok + len(keep)] = X
@@ -395,7 +395,7 @@ def embed_mentions(
         if n_ok < n_rows:
             _truncate_npy(tmp_npy, n_ok, encoder.dim(representation))
     if len(rejects):
-        from .io import write_parquet
+        from ..io import write_parquet
 
         write_parquet(rejects.table(), out_dir / f"{key}.rejects.parquet")
     meta = {

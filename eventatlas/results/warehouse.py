@@ -5,7 +5,7 @@ One writer. DuckDB lets one process hold a read-write handle on a file, so every
 goes through a short-lived connection opened by :meth:`Warehouse.publish` (or the small
 contract helpers built on it) and closed straight after; when another process holds the
 lock (any handle: a read-only connection of another process keeps a writer out too) we retry with backoff for a bounded time and then raise :class:`WarehouseLocked`
-with a message that says what to do (``eventatlas.publishing`` then queues the run on disk
+with a message that says what to do (``eventatlas.results.publishing`` then queues the run on disk
 instead of losing it). Queries use read-only connections.
 
 Schema changes are numbered SQL files ``warehouse/migrations/NNN_*.sql`` applied in
@@ -29,8 +29,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 import duckdb
 import pyarrow as pa
 
-from . import config
-from .schema import BENCHMARKS, TABLES, TRAIN_EVALS, TRAIN_STEPS
+from .. import config
+from ..schema import BENCHMARKS, TABLES, TRAIN_EVALS, TRAIN_STEPS
 
 MIGRATIONS_DIR = config.REPO_ROOT / "warehouse" / "migrations"
 _MIGRATION_RE = re.compile(r"^(\d{3})_[A-Za-z0-9_\-]+\.sql$")
@@ -396,7 +396,7 @@ def metrics_table(rows: Iterable[Mapping[str, Any]], run_id: str | None = None) 
     warehouse column types. Refuses, naming the row: a missing or unknown ``task``, a missing
     ``metric``/``dataset``, a non-numeric ``value``, a ``clustering`` in the old combined
     ``<variant>/<algorithm>`` form."""
-    from .evaluation.base import TASKS
+    from ..evaluation.base import TASKS
 
     cols: dict[str, list] = {n: [] for n in METRICS_SCHEMA.names}
     for i, r in enumerate(rows):

@@ -79,7 +79,7 @@ def pyplot():
 
 def save_png(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` as a PNG atomically (temp + rename) and close it."""
-    from .io import atomic_path
+    from ..io import atomic_path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
 
     import numpy as np
 
-    from .evaluation.base import DEFAULT_METRICS, NOT_FRACTION
+    from ..evaluation.base import DEFAULT_METRICS, NOT_FRACTION
 
     tasks: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:

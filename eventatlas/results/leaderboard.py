@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
-from .evaluation.base import DEFAULT_METRICS, NOT_FRACTION
+from ..evaluation.base import DEFAULT_METRICS, NOT_FRACTION
 from .warehouse import Warehouse
 
 # what tells configurations of one (task, dataset) apart, in the order they are shown

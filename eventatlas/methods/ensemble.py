@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from . import config
+from .. import config
 
 METHOD = "batch_attention"
 
@@ -23,7 +23,7 @@ class EnsembleError(ValueError):
 
 
 def _members(run_dirs: Sequence[Path]) -> list[dict]:
-    from .records import RecordError, read_record
+    from ..results.records import RecordError, read_record
 
     out = []
     for d in map(Path, run_dirs):
@@ -46,8 +46,8 @@ def _members(run_dirs: Sequence[Path]) -> list[dict]:
 def cluster_settings_of(dataset_dir: Path, summaries: list[dict]) -> dict:
     """``n_clusters`` / ``k_manifold`` the members were evaluated with (their config, else the dataset
     protocol's, as the runs themselves did); one for all."""
-    from .data import Manifest, protocol_for
-    from .methods.batch_attention import NAME, BatchAttentionConfig, cluster_settings
+    from ..data import Manifest, protocol_for
+    from .batch_attention import NAME, BatchAttentionConfig, cluster_settings
 
     proto = protocol_for(Manifest.read(dataset_dir), NAME, "induction")
     settings = {json.dumps(cluster_settings(BatchAttentionConfig.model_validate(s["config"]), proto), sort_keys=True)
@@ -59,9 +59,9 @@ def cluster_settings_of(dataset_dir: Path, summaries: list[dict]) -> dict:
 
 def ensemble_runs(run_dirs: Sequence[str | Path]) -> tuple[Path, list[tuple]]:
     """Write the ensemble's run record; returns its path and ``(representation, members, metric rows)``."""
-    from .induction.evaluate import ensemble_rows
-    from .records import data_fingerprint, finish_record, new_record, write_metrics, write_record
-    from .runinfo import new_run_id
+    from ..induction.evaluate import ensemble_rows
+    from ..results.records import data_fingerprint, finish_record, new_record, write_metrics, write_record
+    from ..results.runinfo import new_run_id
 
     members = _members(run_dirs)
     datasets = {m["dataset"] for m in members}

@@ -1,0 +1,292 @@
+"""The ``eventatlas`` command line's base: the app, its error and exit-code contract, and printing helpers.
+
+Commands live by group in ``data`` (datasets in and out), ``train`` (methods, embeddings, clusters,
+the demo), ``results`` (warehouse reads, the report, publishing) and ``tools`` (search, grounding).
+Exit codes: 0 ok; 2 bad input (usage errors, unknown command/option/name, bad files) as one
+``error:`` line; 1 internal failure. Names (methods, datasets, readers, runs) are checked against the
+registry / data root first, so a typo is refused in well under a second: Prefect and torch are
+imported only inside the commands that need them.
+"""
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Iterable, List, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperGroup
+
+try:  # typer >= 0.16 vendors click: its usage errors are not click's classes
+    from typer._click import exceptions as _click_errors
+except ImportError:  # pragma: no cover - typer with a click dependency
+    import click.exceptions as _click_errors
+
+from .. import config
+
+console = Console(width=max(120, Console().width))  # tables stay readable when piped
+_DEBUG = {"on": False}
+
+
+def _bad_input_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the input is wrong" (exit 2), as opposed to an internal failure (exit 1)."""
+    from ..errors import InputError
+
+    return (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
+def error_line(e: BaseException) -> str:
+    """The one-line text of an error: ``<file>:<line or record>: <what>`` for InputError (its str),
+    ``<file>: <reason>`` for OS errors on a named file, else ``<Type>: <message>``."""
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror or e}"
+    if isinstance(e, _bad_input_types()):
+        return str(e).strip("'\"")
+    return f"internal failure: {type(e).__name__}: {e} (rerun with --debug for the traceback)"
+
+
+def print_error(msg: str) -> None:
+    """``error: <msg>`` on stderr, one line, printed literally (no markup, no wrapping)."""
+    print(f"error: {' '.join(str(msg).splitlines())}", file=sys.stderr, flush=True)
+
+
+def print_warning(msg: str) -> None:
+    """``warning: <msg>`` on stderr, one line, printed literally."""
+    print(f"warning: {' '.join(str(msg).splitlines())}", file=sys.stderr, flush=True)
+
+
+def _fail(msg: str, code: int = 1) -> NoReturn:
+    # one line on stderr however long (paths), printed literally (brackets are text); exit 2 = bad input
+    print_error(msg)
+    raise typer.Exit(code)
+
+
+def _usage_line(e: Exception) -> str:
+    """A click usage error as one line, with where to look (``eventatlas train --help``)."""
+    ctx = getattr(e, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return f"{e.format_message()}{where}"
+
+
+class _HandledErrorFilter(logging.Filter):
+    """Drop Prefect's run-logger records about an error the CLI reports itself as one line (the
+    traceback dumps of a failed task and flow); the run's state in Prefect still carries the message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _DEBUG["on"]:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            return not isinstance(exc, _bad_input_types())
+        msg = record.getMessage()
+        return not any(f"{t.__name__}(" in msg or f"{t.__name__}:" in msg for t in _bad_input_types())
+
+
+_FILTER = _HandledErrorFilter()
+_PASS_THROUGH = (typer.Exit, typer.Abort, _click_errors.NoArgsIsHelpError, SystemExit, KeyboardInterrupt)
+
+
+class _ErrorsAsLines(TyperGroup):
+    """Every command: a usage error (unknown command or option, missing argument, bad value) or bad
+    input -> ``error: <what>`` on stderr, exit 2; any other uncaught exception -> one ``error: internal
+    failure: ...`` line, exit 1; tracebacks only with --debug."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:  # the group's own options (`eventatlas --bogus`)
+            return super().parse_args(ctx, args)
+        except _PASS_THROUGH:
+            raise
+        except _click_errors.ClickException as e:
+            print_error(_usage_line(e))
+            raise typer.Exit(e.exit_code) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            lg = logging.getLogger(name)
+            if _FILTER not in lg.filters:
+                lg.addFilter(_FILTER)
+        try:
+            return super().invoke(ctx)
+        except _PASS_THROUGH:
+            raise
+        except _click_errors.ClickException as e:  # usage errors carry exit code 2
+            print_error(_usage_line(e))
+            raise typer.Exit(e.exit_code) from None
+        except Exception as e:  # noqa: BLE001 - the CLI boundary: one line instead of a traceback
+            if _DEBUG["on"]:
+                traceback.print_exc()
+            print_error(error_line(e))
+            raise typer.Exit(2 if isinstance(e, _bad_input_types()) else 1) from None
+
+
+# rich_markup_mode=None: help text is printed as written (`[trigger]`, `[NAME=]HEX` keep their brackets)
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_ErrorsAsLines, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
+                  help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse. "
+                       "Exit codes: 0 ok, 2 bad input (an unknown command, option or name, or a bad file: one "
+                       "line naming it), 1 internal failure.")
+
+for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
+               ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
+               ("PREFECT_LOGGING_EXTRA_LOGGERS", "eventatlas"),
+               # the temporary API server's 20 s default start-up budget fails on a loaded machine
+               ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")):
+    os.environ.setdefault(_k, _v)
+
+
+@app.callback()
+def _main(
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="show Prefect logs, library progress bars and "
+                                 "warnings (default: quiet; eventatlas's own progress stays)"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) for "
+                               "errors; without it an error is one line on stderr"),
+) -> None:
+    from ..verbosity import set_verbosity
+
+    _DEBUG["on"] = debug
+    set_verbosity(verbose or debug)
+
+
+# ----------------------------------------------------------------------------- names, checked cheaply
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown(what: str, name: str, known: Iterable[str], hint: str = "") -> NoReturn:
+    """Refuse an unknown name: ``unknown <what> 'x' (did you mean 'y'?); known: ...``, exit 2."""
+    known = sorted(known)
+    listed = ", ".join(known) if known else "(none)"
+    _fail(f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {listed}{hint}", code=2)
+
+
+def check_method(name: str) -> None:
+    from ..methods import SPECS  # the registry: no torch
+
+    if name not in SPECS:
+        unknown("method", name, SPECS, " (`eventatlas methods` describes them)")
+
+
+def ingested_datasets() -> list[str]:
+    """Datasets whose manifest landed under the data root."""
+    return sorted(p.parent.name for p in config.datasets_dir().glob("*/manifest.json"))
+
+
+def not_ingested(name: str) -> NoReturn:
+    """Refuse a dataset name that is not ingested, with the closest ingested one (exit 2)."""
+    have = ingested_datasets()
+    _fail(f"dataset {name!r} is not ingested{did_you_mean(name, have)}; ingested under {config.datasets_dir()}: "
+          f"{', '.join(have) if have else '(none)'} (`eventatlas ingest` adds one)", code=2)
+
+
+def dataset_dir(name: str) -> Path:
+    """An ingested dataset by name (or a dataset directory); unknown -> exit 2 with the closest name."""
+    if Path(name).is_dir() and (Path(name) / "manifest.json").exists():
+        return Path(name)
+    ddir = config.datasets_dir() / name
+    if not (ddir / "manifest.json").exists():
+        not_ingested(name)
+    return ddir
+
+
+def run_dir(run: str) -> Path:
+    """A run by id (or its directory); unknown -> exit 2 with the closest run id."""
+    if Path(run).is_dir():
+        return Path(run)
+    rdir = config.runs_dir() / run
+    if not rdir.is_dir():
+        known = sorted(p.name for p in config.runs_dir().glob("*") if p.is_dir()) if config.runs_dir().is_dir() else []
+        _fail(f"unknown run {run!r}{did_you_mean(run, known)}: no directory {rdir} (`eventatlas runs` lists them)",
+              code=2)
+    return rdir
+
+
+def check_device(device: str) -> None:
+    """Refuse an unavailable device before any flow starts."""
+    from ..modeling.device import DeviceUnavailable, resolve_device
+
+    try:
+        resolve_device(device)
+    except DeviceUnavailable as e:
+        _fail(str(e), code=2)
+
+
+# ----------------------------------------------------------------------------- printing
+def split(values: Optional[List[str]]) -> Optional[List[str]]:
+    """Accept repeated options and comma-separated lists alike."""
+    if not values:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return out or None
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return str(v)
+
+
+def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500) -> None:
+    t = Table(title=title, show_lines=False)
+    for c in cols:
+        t.add_column(str(c), overflow="fold")
+    for r in rows[:max_rows]:
+        t.add_row(*[escape(fmt(v)) for v in r])  # cell text is data, never markup
+    console.print(t)
+    if len(rows) > max_rows:
+        console.print(f"... {len(rows) - max_rows} more rows")
+
+
+# ----------------------------------------------------------------------------- Prefect, only when asked for
+PREFECT_MODE_ENV = "EVENTATLAS_PREFECT"
+
+
+def prefect_api_configured() -> bool:
+    """Whether a Prefect API is configured: ``PREFECT_API_URL`` in the environment or in the active
+    profile of ``$PREFECT_HOME/profiles.toml`` (read as a file: importing Prefect costs seconds)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        import tomllib
+
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ImportError):
+        return False
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    prof = (data.get("profiles") or {}).get(active) or {}
+    return bool(prof.get("PREFECT_API_URL"))
+
+
+def use_prefect() -> bool:
+    """One-shot commands (ingest, publish, ensemble) run through their Prefect flow when a Prefect API is
+    configured, else the core directly (no temporary Prefect server: seconds instead of 15-27 s),
+    recording the run in the warehouse through the same publish path. ``EVENTATLAS_PREFECT``:
+    ``auto`` (default), ``always`` (a temporary server when no API is configured), ``never``."""
+    mode = (os.environ.get(PREFECT_MODE_ENV) or "auto").strip().lower()
+    if mode not in ("auto", "always", "never"):
+        _fail(f"{PREFECT_MODE_ENV}={mode!r}: use auto, always or never", code=2)
+    return mode == "always" or (mode == "auto" and prefect_api_configured())
+
+
+def prefect_guard():
+    """Around every flow the CLI runs (`flows.runtime.guarded`): the temporary Prefect server dies with
+    this process (kill -9 included), and flow runs of earlier CLI processes that are gone are marked
+    crashed first (one warning line each)."""
+    from flows.runtime import guarded
+
+    return guarded(print_warning)
+
+
+def main() -> Any:  # pragma: no cover - console entry point
+    return app()
