@@ -207,6 +207,25 @@ def fault_point(step: str) -> None:
         os._exit(137)
 
 
+def link_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Hard-link ``src`` at ``dst`` (a copy where the file system cannot link). Safe only because no file
+    of a dataset, build or model is ever written in place: a link shared by two versions never changes."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def link_tree(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Every file under ``src`` hard-linked at the same relative path under ``dst`` (:func:`link_file`)."""
+    src, dst = Path(src), Path(dst)
+    for f in sorted(src.rglob("*")):
+        if f.is_file():
+            to = dst / f.relative_to(src)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            link_file(f, to)
+
+
 def staging_dir(target: str | os.PathLike) -> Path:
     """A fresh directory to build the next version of ``target`` in: ``<parent>/.staging/<name>.<pid>.<hex>``
     (two levels below the parent, so no ``<parent>/*/<table>.parquet`` glob sees it)."""
@@ -325,10 +344,7 @@ class DatasetWriter:
         if self.out_dir.is_dir():
             for p in self.out_dir.iterdir():
                 if p.is_file() and not p.name.startswith(".") and p.name != "manifest.json" and not (self.stage / p.name).exists():
-                    try:
-                        os.link(p, self.stage / p.name)
-                    except OSError:
-                        shutil.copy2(p, self.stage / p.name)
+                    link_file(p, self.stage / p.name)
         counts = {name: w.rows for name, w in self.writers.items()}
         man = {"dataset": self.dataset, "schema_version": SCHEMA_VERSION, "rows": counts, **(manifest or {})}
         atomic_write_json(self.stage / "manifest.json", man)

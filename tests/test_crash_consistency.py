@@ -165,3 +165,27 @@ def test_publish_killed_after_the_commit_lands_the_run_exactly_once(eventatlas_e
     assert pending_runs(wh.path) == [] or publish_records([]).from_queue == ["r1"]
     _, rows = wh.query_rows("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM metrics)")
     assert rows == [(1, 1)] and pending_runs(wh.path) == []
+
+
+@pytest.mark.parametrize("step", ["wiki_publish", "switch:2", "switched:2"])  # the 1st switch writes the build dir
+def test_wiki_build_publish_killed_leaves_the_previous_or_the_new_build(tmp_path, step):
+    # the builder's publish used to unlink the manifest and copy tables one by one: a kill in between left
+    # a dataset without a manifest (or with tables of two builds). Now it is one directory switch
+    from eventatlas.wiki.build import PUBLISHED, build
+    from wiki_world.world import LANGS, WORLD_PARAMS, build_world
+
+    out = tmp_path / "datasets" / "wikigrounding"
+    w = build_world()
+    build(w.backend(), out, languages=LANGS, params=WORLD_PARAMS, build_id="v1")
+    assert _in_child(step, lambda: build(w.backend(), out, languages=("en", "de"), params=WORLD_PARAMS,
+                                         build_id="v2")) == 137
+    man = json.loads((out / "manifest.json").read_text())
+    want = "v2" if step.startswith("switched") else "v1"  # killed after the exchange: the new version is complete
+    assert man["build_id"] == want
+    for name in PUBLISHED:  # every table is the manifest's build's, none of the other one
+        assert pq.read_table(out / f"{name}.parquet").equals(pq.read_table(out / "builds" / want / f"{name}.parquet")), name
+    assert (out / "builds" / "v1" / "manifest.json").exists()  # the build history survives the switch
+    build(w.backend(), out, languages=LANGS, params=WORLD_PARAMS, build_id="v3")
+    assert json.loads((out / "manifest.json").read_text())["build_id"] == "v3"
+    assert {p.name for p in (out / "builds").iterdir()} >= {"v1", "v3"}
+    assert _stray(tmp_path) == []

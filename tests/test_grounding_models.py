@@ -321,3 +321,51 @@ def test_method_msoftmax_rows_and_cross_fed_by_dev_recall_at_k(sample_world, mon
     gd_all = load(root / "fng", splits=("train", "dev", "test"))
     eval_events = gd_all.events_of("dev") | gd_all.events_of("test")
     assert forced_lists and eval_events and not eval_events & {c for r in forced_lists for c in r}
+
+
+def test_title_span_and_masking_on_a_hand_made_pair():
+    from eventatlas.grounding.crossencoder import mask_titles, title_span
+
+    # [CLS] m m [SEP] | t t [ENT_TITLE] d [SEP]   (CLS 2, SEP 3, MASK 4, ENT_TITLE 99)
+    pair = ModelInput([2, 10, 11, 3, 20, 21, 99, 30, 3], [0], [])
+    assert title_span(pair.ids, 99, 3) == (4, 6)
+    assert title_span([2, 10, 3, 20, 3], 99, 3) is None  # marker truncated away
+    assert title_span([2, 3, 99, 30, 3], 99, 3) is None  # empty title
+    rng = np.random.default_rng(0)
+    masked = mask_titles([pair], [(4, 6)], 1.0, 4, rng)[0]
+    assert masked.ids == [2, 10, 11, 3, 4, 4, 99, 30, 3] and masked.target == [0]
+    assert pair.ids[4:6] == [20, 21]  # the stored pair is untouched (a fresh draw every batch)
+    assert mask_titles([pair], [(4, 6)], 0.0, 4, rng)[0].ids == pair.ids
+    # p = 0.5 over many pairs: about half are masked, and the draw follows the rng (reproducible)
+    many = mask_titles([pair] * 400, [(4, 6)] * 400, 0.5, 4, np.random.default_rng(1))
+    share = sum(m.ids[4] == 4 for m in many) / 400
+    again = mask_titles([pair] * 400, [(4, 6)] * 400, 0.5, 4, np.random.default_rng(1))
+    assert 0.4 < share < 0.6 and [m.ids for m in many] == [m.ids for m in again]
+
+
+def test_cross_task_masks_training_titles_with_the_encoders_tokens(sample_world):
+    from eventatlas.grounding import biencoder as B
+    from eventatlas.grounding import crossencoder as X
+    from eventatlas.grounding.data import load
+    from eventatlas.modeling import MentionEncoder
+
+    root, model = sample_world
+    gd = load(root / "fng")
+    enc = MentionEncoder(model, max_length=64)
+    B.add_markers(enc)
+    c_items = B.candidate_inputs(enc, gd)
+    ms = gd.splits["train"]
+    pairs = X.mention_pairs(enc, ms, [[0, 1]] * len(ms.ids), c_items, 32)
+    task = X.CrossTask(enc, pairs, [[1.0, 0.0]] * len(pairs), title_mask=1.0)
+    batch = task.make_batch(np.arange(2), np.random.default_rng(0))
+    title_id = enc.tokenizer.convert_tokens_to_ids(MARKERS[2])
+    mask_id = enc.tokenizer.mask_token_id
+    for row in batch["pairs"]["input_ids"].tolist():
+        b = row.index(title_id)
+        a = max(j for j in range(b) if row[j] == enc.tokenizer.sep_token_id) + 1
+        assert b > a and set(row[a:b]) == {mask_id}  # the whole title, nothing else
+        assert row[b + 1] != mask_id  # the description stays
+    plain = X.CrossTask(enc, pairs, [[1.0, 0.0]] * len(pairs)).make_batch(np.arange(2), np.random.default_rng(0))
+    assert mask_id not in plain["pairs"]["input_ids"].tolist()[0]
+    with pytest.raises(ValueError, match="probability"):
+        X.CrossTask(enc, pairs, [[1.0, 0.0]] * len(pairs), title_mask=1.5)

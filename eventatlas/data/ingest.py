@@ -29,7 +29,7 @@ from tqdm import tqdm
 from .. import config
 from .download import fetch
 from ..errors import InputError
-from ..io import DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, staging_dir, switch_dir
+from ..io import DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, link_file, staging_dir, switch_dir
 from ..names import check_name
 from ..readers import REGISTRY, get_reader
 from ..readers._common import DATA_ERRORS, unique_ids
@@ -148,10 +148,7 @@ def _link_files(files, dest: Path) -> None:
     """Hard-link ``files`` into ``dest`` (a copy where links are impossible); no file is ever written in
     place, so a link shared by two versions never changes under either."""
     for p in files:
-        try:
-            os.link(p, dest / p.name)
-        except OSError:
-            shutil.copy2(p, dest / p.name)
+        link_file(p, dest / p.name)
 
 
 def list_versions(dataset: str, datasets_dir: str | Path | None = None) -> list[dict]:

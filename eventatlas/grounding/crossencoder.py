@@ -6,6 +6,11 @@ the candidate input without its leading [CLS] (``[CLS] left [ENT_START] m [ENT_E
 training mention, where :func:`force_golds` first puts every gold that retrieval missed in place of the
 lowest-scoring negatives. At inference every candidate scoring >= tau_c (tuned on dev with
 :func:`tune_threshold`) is output; when none passes the prediction is empty (NULL).
+
+Title masking (``title_mask`` > 0): a trained cross-encoder was measured to rank by the candidate's identity
+(frames that were training golds take its top-1 far more often than the bi-encoder's), so in training each
+pair's title pieces are replaced by the mask token with that probability, drawn afresh per batch; the model
+must then match the mention against the description. Evaluation pairs are never masked.
 """
 from __future__ import annotations
 
@@ -70,17 +75,59 @@ class CrossEncoder(nn.Module):
         return self.head(h).squeeze(-1)
 
 
+def title_span(ids: Sequence[int], title_id: int, sep_id: int) -> tuple[int, int] | None:
+    """Positions ``[a, b)`` of the candidate's title in a pair input: the pieces between the [SEP] that
+    closes the mention side and the candidate's [ENT_TITLE] marker (None when the marker was truncated away)."""
+    try:
+        b = list(ids).index(title_id)
+    except ValueError:
+        return None
+    a = max(j for j in range(b) if ids[j] == sep_id) + 1 if sep_id in ids[:b] else 1
+    return (a, b) if b > a else None
+
+
+def mask_titles(items: Sequence[ModelInput], spans: Sequence[tuple[int, int] | None], p: float, mask_id: int,
+                rng: np.random.Generator) -> list[ModelInput]:
+    """Each pair with its title pieces replaced by ``mask_id`` with probability ``p`` (one draw per pair)."""
+    out = []
+    for it, sp, u in zip(items, spans, rng.random(len(items))):
+        if sp is None or u >= p:
+            out.append(it)
+            continue
+        ids = list(it.ids)
+        ids[sp[0]:sp[1]] = [mask_id] * (sp[1] - sp[0])
+        out.append(ModelInput(ids, list(it.target), list(it.window)))
+    return out
+
+
 class CrossTask:
     """TrainTask: each example is a mention with its k (gold-forced) candidates."""
 
-    def __init__(self, encoder, pairs: Sequence[Sequence[ModelInput]], labels: Sequence[Sequence[float]]):
+    def __init__(self, encoder, pairs: Sequence[Sequence[ModelInput]], labels: Sequence[Sequence[float]],
+                 *, title_mask: float = 0.0):
         self.encoder, self.pairs, self.labels = encoder, [list(p) for p in pairs], [list(l) for l in labels]
+        if not 0.0 <= title_mask <= 1.0:
+            raise ValueError(f"title_mask must be a probability in [0, 1], got {title_mask}")
+        self.title_mask, self.spans = float(title_mask), None
+        if self.title_mask > 0:
+            from .data import MARKERS
+
+            tok = encoder.tokenizer
+            title_id = tok.convert_tokens_to_ids(MARKERS[2])
+            if title_id is None or title_id == tok.unk_token_id:
+                raise ValueError(f"title_mask needs the {MARKERS[2]} marker in the encoder's vocabulary")
+            self.mask_id = encoder.mask.id
+            if self.mask_id is None:
+                raise ValueError("title_mask needs a mask or unk token in the encoder's tokenizer")
+            self.spans = [[title_span(p.ids, title_id, tok.sep_token_id) for p in ps] for ps in self.pairs]
 
     def lengths(self) -> list[int]:
         return [max(len(p.ids) for p in ps) for ps in self.pairs]
 
     def make_batch(self, indices: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
         items = [p for i in indices for p in self.pairs[i]]
+        if self.spans is not None:
+            items = mask_titles(items, [s for i in indices for s in self.spans[i]], self.title_mask, self.mask_id, rng)
         y = torch.tensor([v for i in indices for v in self.labels[i]], dtype=torch.float32)
         return {"pairs": self.encoder.collate(items, POOL), "y": y}
 

@@ -241,7 +241,7 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
 
     p_tr, y_tr, _ = pairs("train", True)
     model = X.CrossEncoder(enc)
-    res = Trainer(model, X.CrossTask(enc, p_tr, y_tr), cfg.cross, out_dir / "cross",
+    res = Trainer(model, X.CrossTask(enc, p_tr, y_tr, title_mask=cfg.cross_title_mask), cfg.cross, out_dir / "cross",
                   seed=seed, phase=f"cross:{chosen}").fit()
     result.add_training(res)
     info = {"bi_encoder": chosen, "train_mentions": len(p_tr), "steps": res.steps, "seconds": res.seconds,

@@ -81,6 +81,8 @@ class GroundingConfig(MethodConfig):
     cross_max_length: int = Field(160, ge=32)
     cross_mention_length: int = Field(64, ge=16)
     max_cross_train_mentions: Optional[int] = Field(1000, ge=2)
+    # probability of hiding a candidate's title in a cross-encoder training pair (see grounding.crossencoder)
+    cross_title_mask: float = Field(0.0, ge=0.0, le=1.0)
     eval_batch_size: int = Field(64, ge=1)
     keep_models: bool = True
     train: GroundingTraining = _TRAIN

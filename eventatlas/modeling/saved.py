@@ -141,14 +141,9 @@ class ModelWriter:
         d = self._encoder_slot(name, default, pooling, base_model)
         if not self.active:
             return d
-        for f in src.rglob("*"):
-            if f.is_file():
-                to = d / f.relative_to(src)
-                to.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(f, to)
-                except OSError:
-                    shutil.copy2(f, to)
+        from ..io import link_tree
+
+        link_tree(src, d)
         hidden = int(json.loads((src / "config.json").read_text(encoding="utf-8"))["hidden_size"])
         write_sentence_transformers_files(d, hidden, int(max_length), pooling)
         return d

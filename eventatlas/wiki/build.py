@@ -11,7 +11,6 @@ and sorted here, so the dump and API backends give identical tables.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -21,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from eventatlas.io import DatasetWriter, Rejects, atomic_path, atomic_write_json, rows_to_table, stable_id, write_parquet
+from eventatlas.io import (DatasetWriter, Rejects, atomic_write_json, clean_staging, fault_point, link_file, link_tree,
+                          rows_to_table, stable_id, staging_dir, switch_dir, write_parquet)
 
 from . import hierarchy as H
 from .backend import WikiBackend, normalize_title
@@ -211,13 +211,26 @@ PUBLISHED = ("documents", "mentions", "event_types", "type_relations", "rejects"
 
 
 def _publish(bdir: Path, out_dir: Path, manifest: dict) -> None:
-    """Make the build the dataset's current tables (``<out_dir>/<table>.parquet`` + manifest last),
-    where the rest of eventatlas (views, embed, cluster) looks for a dataset."""
-    (out_dir / "manifest.json").unlink(missing_ok=True)  # the dataset is absent while tables are swapped
+    """Make the build the dataset's current tables (``<out_dir>/<table>.parquet`` + manifest), where the rest
+    of eventatlas (views, embed, cluster) looks for a dataset, in one atomic directory switch: the next version
+    is assembled in a staging directory (the build's tables and everything else the dataset directory holds,
+    the build history included, hard-linked), so a kill leaves the previous version or this one, never a
+    dataset without its manifest or with tables of two builds."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clean_staging(out_dir)
+    stage = staging_dir(out_dir)
+    for p in out_dir.iterdir():
+        if p.name == "manifest.json" or (p.is_file() and p.stem in PUBLISHED and p.suffix == ".parquet"):
+            continue
+        if p.is_dir():
+            link_tree(p, stage / p.name)
+        elif p.is_file():
+            link_file(p, stage / p.name)
     for name in PUBLISHED:
-        with atomic_path(out_dir / f"{name}.parquet") as tmp:
-            shutil.copyfile(bdir / f"{name}.parquet", tmp)
-    atomic_write_json(out_dir / "manifest.json", manifest)
+        link_file(bdir / f"{name}.parquet", stage / f"{name}.parquet")
+    atomic_write_json(stage / "manifest.json", manifest)
+    fault_point("wiki_publish")
+    switch_dir(stage, out_dir)
 
 
 def _write(bdir: Path, dataset, events, desc, titles, parent, split_of, comp_of, n_mentions, mentions, news_mentions, news_docs,
