@@ -7,14 +7,32 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from . import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
+from . import (_fail, app, console, prefect_guard, print_rows, print_warning, read_warehouse, run_dir,
+               terminal_width, use_prefect)
+
+
+def fit_columns(cols: list[str], rows: list[tuple], priority: list[str], width: int) -> list[int]:
+    """Indices (in table order) of the columns a table shows in ``width`` characters: the columns of
+    ``priority`` are taken in that order while the table (rich's default box: 3 characters per column
+    besides its text, plus 1) still fits; the first of them is always shown. A column missing from
+    ``priority`` comes last."""
+    need = dict(enumerate(_widths(cols, rows)))
+    order = [cols.index(c) for c in priority if c in cols] + [i for i, c in enumerate(cols) if c not in priority]
+    keep, used = [], 1
+    for i in order:
+        if not keep or used + need[i] <= width:
+            keep.append(i)
+            used += need[i]
+    return sorted(keep)
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
-                     run_ids: Optional[list[str]] = None) -> None:
+                     run_ids: Optional[list[str]] = None, wide: bool = False) -> None:
     """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.leaderboard`);
     unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
-    configurations those runs produced (what train-all / demo just ran)."""
+    configurations those runs produced (what train-all / demo just ran). Each table fits the terminal
+    (:func:`terminal_width`): the columns that tell rows apart and the first metric's mean come first, the
+    others while there is room, and one line names those left out; ``wide``: every column, unfolded."""
     from ..leaderboard import CONFIG_COLS, UnknownName, scale, tables
     from ..warehouse import Warehouse, WarehouseError
 
@@ -53,8 +71,27 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
         keep = [i for i, c in enumerate(cols) if c in ("task", "dataset", "method") or i >= 2 + len(CONFIG_COLS)
                 or any(r[i] not in (None, "") for r in rows)]
         cols, rows = [cols[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
-        print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} ({scope}mean and std over seeds of the first "
-                                     f"metric, best over seeds of each; fractions x100)")
+        title = (f"{t} leaderboard from {wh.path} ({scope}mean and std over seeds of the first metric, best over "
+                 "seeds of each; fractions x100)")
+        width = terminal_width()
+        if wide:  # every column at its full width: wider than the terminal if need be (a pager scrolls)
+            print_rows(cols, rows, title=title, width=max(width, sum(_widths(cols, rows)) + 1))
+            continue
+        priority = ["dataset", f"{first}_mean", "method", "rep", "clustering", "variant", "setting", "split",
+                    "trained_on", f"{first}_std", "seeds", *[m for m in ms if m != first], "precision", first, "task"]
+        shown = fit_columns(cols, rows, priority, width)
+        left = [c for i, c in enumerate(cols) if i not in shown]
+        print_rows([cols[i] for i in shown], [tuple(r[i] for i in shown) for r in rows], title=title, width=width)
+        if left:
+            console.print(f"left out to fit {width} columns: {', '.join(left)} (--wide shows every column)",
+                          markup=False, highlight=False, width=width)
+
+
+def _widths(cols: list[str], rows: list[tuple]) -> list[int]:
+    """Each column's width in a rich table: its longest text (header or cell) and 3 for padding and border."""
+    from . import fmt
+
+    return [max([len(str(c)), *(len(fmt(r[i])) for r in rows)]) + 3 for i, c in enumerate(cols)]
 
 
 @app.command()
@@ -65,23 +102,28 @@ def leaderboard(
     dataset: Optional[str] = typer.Option(None, "--dataset"),
     task: Optional[str] = typer.Option(None, "--task", help="induction, naming, linking, ... (default: every task, "
                                                             "one table each)"),
+    wide: bool = typer.Option(False, "--wide", help="every column, however wide (default: the columns that fit "
+                              "the terminal, COLUMNS or its width)"),
 ) -> None:
     """Best value per configuration (task x dataset x split x setting x method x representation x clustering x
     variant x precision) over seeds, with the mean/std of the first metric, from DuckDB."""
-    show_leaderboard(metrics, dataset, task)
+    read_warehouse()
+    show_leaderboard(metrics, dataset, task, wide=wide)
 
 
 @app.command()
 def report(
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="instead, write one Markdown page per declared "
-                                            "experiment into this directory (docs/results/ is made by this)"),
+                                            "experiment and the benchmarks page (benchmarks.md) into this directory "
+                                            "(docs/results/ is made by this)"),
 ) -> None:
     """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
     per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
     from ..report import write_report
     from ..warehouse import WarehouseError
 
+    read_warehouse()
     if markdown is not None:
         from ..experiments.results import write_markdown
 
@@ -89,7 +131,7 @@ def report(
             pages = write_markdown(markdown)
         except WarehouseError as e:
             _fail(str(e))
-        console.print(f"{len(pages)} experiment page(s) written to {markdown}: {', '.join(p.name for p in pages)}",
+        console.print(f"{len(pages)} page(s) written to {markdown}: {', '.join(p.name for p in pages)}",
                       soft_wrap=True, markup=False)
         return
     try:
@@ -186,6 +228,7 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
 
     from ..warehouse import Warehouse, WarehouseError
 
+    read_warehouse()
     try:
         cols, rows = Warehouse().query_rows(query)
     except duckdb.Error as e:  # the query itself is the bad input (syntax, a write on the read-only view)
@@ -207,6 +250,7 @@ def runs(
 
     from ..warehouse import Warehouse, WarehouseError
 
+    read_warehouse()
     where, args = [], []
     for col, val in (("status", status), ("flow", flow)):
         if val:

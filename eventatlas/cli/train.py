@@ -216,46 +216,143 @@ def methods() -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def demo_root() -> Path:
-    """The demo's own data root (``EVENTATLAS_DEMO_ROOT``, default ``<data root>/demo``)."""
-    return Path(os.environ.get(DEMO_ROOT_ENV) or config.data_root() / "demo")
+def demo_experiments() -> list:
+    """The quick forms the demo runs: every declared experiment's, in name order, leaving out one whose cells
+    (method x dataset) earlier ones already ran (it would show no method, task or dataset the demo lacks)."""
+    from ..experiments import experiment_files, load
+
+    chosen, seen = [], set()
+    for name in experiment_files():
+        exp = load(name, quick=True)
+        cells = exp.all_cells()
+        method = {c.name: c.method for c in cells}
+        pairs = {(c.method or method[c.evaluate], exp.dataset_name(c.dataset)) for c in cells}
+        if pairs <= seen:
+            continue
+        chosen.append(exp)
+        seen |= pairs
+    return chosen
+
+
+def _command_name() -> str:
+    """How the user calls this CLI: ``eventatlas`` when that is on the PATH, else the script's path (`make demo`
+    runs ``.venv/bin/eventatlas`` without activating the environment)."""
+    import shutil
+    import sys
+
+    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("eventatlas")
+    if found and (me is None or me.name != "eventatlas" or Path(found).resolve() == me):
+        return "eventatlas"
+    if me is not None and me.name == "eventatlas":
+        try:
+            return os.path.relpath(me)
+        except ValueError:
+            return str(me)
+    return "eventatlas"
+
+
+SUMMARY_WIDTH = 100
+# the README's first SQL example (tests/test_demo_cli.py holds them equal)
+DEMO_SQL = ("SELECT method, task, dataset, metric, round(100 * max(best), 1) AS best FROM leaderboard WHERE metric IN "
+            "('ari', 'map', 'hard_sim_acc', 'mcnc_acc', 'recall_at_min') GROUP BY ALL ORDER BY ALL")
+
+
+def summary_lines(boards: list[dict], width: int = SUMMARY_WIDTH) -> list[str]:
+    """The demo's summary: one line per method x task x dataset (:func:`eventatlas.leaderboard.headlines`):
+    method, task, dataset, headline metric, its value (mean over seeds, x100 for a fraction) for the method's
+    best configuration and how many it has there; each line at most ``width`` characters."""
+    from ..leaderboard import headlines, scale
+
+    heads = headlines(boards)
+    if not heads:
+        return []
+    rows = [(h["method"], h["task"], h["dataset"], h["metric"], f"{h['mean'] * scale(h['metric']):.1f}",
+             str(h["n_configs"])) for h in heads]
+    head = ("method", "task", "dataset", "metric", "value", "best of")
+    w = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    out = []
+    for r in [head, *rows]:
+        line = "  ".join([*(r[i].ljust(w[i]) for i in range(4)), r[4].rjust(w[4]), r[5].rjust(w[5])])
+        out.append(line if len(line) <= width else line[:width - 1] + "…")
+    return out
 
 
 @app.command()
 def demo(
     root: Optional[Path] = typer.Option(None, "--root", help="the demo's data root (default <data root>/demo, "
                                         f"or ${DEMO_ROOT_ENV}); its warehouse is <root>/eventatlas.duckdb"),
-    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} as for train-all"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} merged over every "
+                                         "quick form's (e.g. another model_id)"),
+    rerun: bool = typer.Option(False, "--rerun", help="run every cell again (default: a finished cell is reused)"),
 ) -> None:
-    """Ingest the shipped samples into the demo's own data root, run `train-all` there with its defaults
-    and print the leaderboard of those runs. Datasets you ingested elsewhere are not touched or trained on;
-    the embedding cache is shared (content-keyed)."""
+    """Run every method family's quick form on the shipped samples (each declared experiment's `quick:`, one
+    per method/dataset coverage) in the demo's own data root and warehouse, write the HTML report there and
+    print one line per method x task x dataset. Your own datasets and warehouse are not touched; the
+    embedding cache is shared (content-keyed)."""
+    import time
+
     from ..methods import ParamError, validate_params
+    from .experiment import checked_options, execute
 
     try:
         p = json.loads(params) if params else None
-        validate_params(p, ["untuned"])
+        validate_params(p, list(p or {}))
     except (ValueError, ParamError) as e:
         _fail(f"bad --params: {e}", code=2)
-    root = (root or demo_root()).resolve()
+    root = (root or config.demo_root()).resolve()
     env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
            "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
-    console.print(f"demo data root: {root} (datasets, runs; warehouse {env['EVENTATLAS_WAREHOUSE']}); "
-                  f"embedding cache {env['EVENTATLAS_CACHE']}", soft_wrap=True, markup=False)
+    console.print(f"demo data root: {root} (datasets, runs, report; warehouse {env['EVENTATLAS_WAREHOUSE']})",
+                  soft_wrap=True, markup=False)
     from unittest import mock
 
+    t_all, c_all = time.perf_counter(), time.process_time()
+    run_ids: list[str] = []
+    failed: list[str] = []
     with mock.patch.dict(os.environ, env):  # the demo's root for this command only
-        from flows.train_all import train_all as flow
+        from ..leaderboard import tables
+        from ..report import write_report
+        from ..warehouse import Warehouse
 
-        from ..ingest import ingest_samples as run_samples
-        from .results import show_leaderboard
+        for exp in demo_experiments():
+            opts, _ = checked_options(exp, json.dumps(p) if p else None)
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = execute(exp, device="auto", rerun=rerun, params=opts, say=lambda _msg: None)
+            run_ids += [c["run_id"] for c in out["cells"] if c["run_id"]]
+            failed += [f"{exp.name}: {f}" for f in out["failed"]]
+            console.print(f"{exp.name} (quick: {', '.join(exp.methods)}): {out['ran']} ran, {out['reused']} reused, "
+                          f"{time.perf_counter() - t0:.0f} s ({time.process_time() - c0:.0f} s CPU)", markup=False, soft_wrap=True,
+                          highlight=False)
+        wh = Warehouse()
+        report = write_report(root / "report.html", wh)
+        lines = summary_lines(tables(wh, run_ids=run_ids))
+    console.print(f"{len(run_ids)} runs in {time.perf_counter() - t_all:.0f} s ({time.process_time() - c_all:.0f} s "
+                  "CPU). The samples are tiny: the scores are a smoke test, not a result. Each method's best "
+                  "configuration by the task's headline metric (mean over seeds, fractions x100; `leaderboard` "
+                  "shows them all):", markup=False, highlight=False, width=SUMMARY_WIDTH)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for f in failed:
+        print_warning(f"cell failed: {f}")
+    me = _command_name()
+    default = config.warehouse_path()
+    # the read commands fall back to the demo's warehouse only while the user has none (cli.read_warehouse)
+    falls_back = not os.environ.get("EVENTATLAS_WAREHOUSE") and not default.exists() and \
+        root / "eventatlas.duckdb" == config.demo_warehouse().resolve()
+    wh_opt = "" if falls_back else f" --warehouse {_rel(root / 'eventatlas.duckdb')}"
+    console.print(f"report: {_rel(report)}", markup=False, soft_wrap=True)
+    console.print("next:", markup=False)
+    for cmd in (f"{me}{wh_opt} leaderboard", f"{me}{wh_opt} report --out report.html",
+                f"{me}{wh_opt} sql \"{DEMO_SQL}\""):
+        console.print(f"  {cmd}", markup=False, soft_wrap=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
-        mans = run_samples()
-        mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
-        console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
-        with prefect_guard():
-            out = flow(params=p)
-        console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
-        show_leaderboard(run_ids=_run_ids(out))
-        console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
-                      "eventatlas sql \"SELECT ...\"", soft_wrap=True, markup=False)
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (what the user types), else as is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
