@@ -235,21 +235,16 @@ def demo_experiments() -> list:
 
 
 def _command_name() -> str:
-    """How the user calls this CLI: ``eventatlas`` when that is on the PATH, else the script's path (`make demo`
-    runs ``.venv/bin/eventatlas`` without activating the environment)."""
+    """How the user calls this CLI: ``eventatlas`` when that is on the PATH, else the path the user ran
+    (`make demo` runs ``.venv/bin/eventatlas`` without activating the environment)."""
     import shutil
     import sys
 
-    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    ran = sys.argv[0] if sys.argv and Path(sys.argv[0]).name == "eventatlas" else None
     found = shutil.which("eventatlas")
-    if found and (me is None or me.name != "eventatlas" or Path(found).resolve() == me):
+    if ran is None or (found and Path(found).resolve() == Path(ran).resolve()):
         return "eventatlas"
-    if me is not None and me.name == "eventatlas":
-        try:
-            return os.path.relpath(me)
-        except ValueError:
-            return str(me)
-    return "eventatlas"
+    return _rel(Path(os.path.abspath(ran)))  # symlinks kept: the path as the user sees it
 
 
 SUMMARY_WIDTH = 100
@@ -353,6 +348,6 @@ def demo(
 def _rel(path: Path) -> str:
     """``path`` relative to the working directory when it lies under it (what the user types), else as is."""
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
     except ValueError:
         return str(path)
