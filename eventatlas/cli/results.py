@@ -31,8 +31,9 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
     """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.leaderboard`);
     unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
     configurations those runs produced (what train-all / demo just ran). Each table fits the terminal
-    (:func:`terminal_width`): the columns that tell rows apart and the first metric's mean come first, the
-    others while there is room, and one line names those left out; ``wide``: every column, unfolded."""
+    (:func:`terminal_width`): the main columns that tell rows apart, the first metric's mean and the other
+    metrics come first, the rest while there is room, and one line names those left out; ``wide``: every
+    column, unfolded."""
     from ..leaderboard import CONFIG_COLS, UnknownName, scale, tables
     from ..warehouse import Warehouse, WarehouseError
 
@@ -77,8 +78,10 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
         if wide:  # every column at its full width: wider than the terminal if need be (a pager scrolls)
             print_rows(cols, rows, title=title, width=max(width, sum(_widths(cols, rows)) + 1))
             continue
-        priority = ["dataset", f"{first}_mean", "method", "rep", "clustering", "variant", "setting", "split",
-                    "trained_on", f"{first}_std", "seeds", *[m for m in ms if m != first], "precision", first, "task"]
+        # the other metrics before the finer configuration columns: a dataset of the task may lack the first one
+        # (one table per task: mcnc_acc beside hard_sim_acc, frame_dml's bcubed_f beside ari)
+        priority = ["dataset", f"{first}_mean", "method", "rep", "clustering", "variant", *[m for m in ms if m != first],
+                    "setting", "split", "trained_on", f"{first}_std", "seeds", "precision", first, "task"]
         shown = fit_columns(cols, rows, priority, width)
         left = [c for i, c in enumerate(cols) if i not in shown]
         print_rows([cols[i] for i in shown], [tuple(r[i] for i in shown) for r in rows], title=title, width=width)
