@@ -1,6 +1,6 @@
 # eventatlas: two commands matter.
-#   make demo   - create the environment, then run the train-all flow on the shipped samples
-#                 (in its own data root, data/demo, with its own warehouse)
+#   make demo   - create the environment, then run every method's quick form on the shipped samples
+#                 (in its own data root, data/demo, with its own warehouse and report) and print a summary
 #   make test   - create the environment, then run the test suite (CI calls exactly this)
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -32,6 +32,16 @@ def warehouse_path() -> Path:
     return Path(os.environ.get("EVENTATLAS_WAREHOUSE", REPO_ROOT / "warehouse" / "eventatlas.duckdb"))
 
 
+def demo_root() -> Path:
+    """``eventatlas demo``'s own data root (``EVENTATLAS_DEMO_ROOT``, default ``<data root>/demo``); its
+    warehouse is ``<demo root>/eventatlas.duckdb``."""
+    return Path(os.environ.get("EVENTATLAS_DEMO_ROOT") or data_root() / "demo")
+
+
+def demo_warehouse() -> Path:
+    return demo_root() / "eventatlas.duckdb"
+
+
 def shared_data() -> Path:
     """Real public data for tests and benchmarks (``EVENTATLAS_SHARED_DATA``, default ``../shared/data``)."""
     return Path(os.environ.get("EVENTATLAS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

@@ -1,12 +1,15 @@
 """The fixture behind the committed docs/results pages: the experiments' runs (records and metrics,
-paths made relative) and which run answers which cell, exported from a data root; and the warehouse built
-from it (what `test_committed_result_pages_equal_a_regeneration` regenerates the pages from).
+paths made relative), which run answers which cell, and the benchmark runs (records and their
+`benchmarks.parquet`), exported from a data root; and the warehouse built from it (what
+`test_committed_result_pages_equal_a_regeneration` regenerates the pages, benchmarks.md included, from).
 
 Refresh after changing an experiment (the pages say which runs and code version made them):
 
     EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb eventatlas experiment run NAME [--quick]   # each page
-    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py
-    # = export into tests/fixtures/experiments, then `eventatlas report --markdown docs/results` on its warehouse
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python benchmarks/bench_NAME.py            # benchmarks.md
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py [--benchmarks]
+    # = export into tests/fixtures/experiments (--benchmarks: only the benchmark runs), then
+    #   `eventatlas report --markdown docs/results` on its warehouse
 """
 from __future__ import annotations
 
@@ -21,9 +24,8 @@ FIXTURE = ROOT / "tests" / "fixtures" / "experiments"
 
 
 def export(out: Path = FIXTURE) -> dict:
-    """The experiments' linked runs (quick and full) of the configured warehouse into ``out``."""
-    from eventatlas import config
-    from eventatlas.results.records import read_record
+    """The experiments' linked runs (quick and full) and the benchmark runs (not smoke) of the configured
+    warehouse into ``out``."""
     from eventatlas.results.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
@@ -34,21 +36,43 @@ def export(out: Path = FIXTURE) -> dict:
     for exp, mode, cell, seed, run_id, reused in rows:
         links.setdefault(exp, {}).setdefault(mode, []).append({"cell": cell, "seed": seed, "run_id": run_id,
                                                                "reused": reused})
-        src = config.runs_dir() / run_id
-        rec = read_record(src / "run.json")
-        dst = out / "runs" / run_id
-        dst.mkdir(parents=True, exist_ok=True)
-        if rec.get("metrics_path"):
-            shutil.copy2(rec["metrics_path"], dst / "metrics.parquet")
-            rec["metrics_path"] = "metrics.parquet"
-        rec["train_steps_path"] = rec["train_evals_path"] = None  # not on the pages
-        rec["artifacts"] = [{**a, "path": Path(a["path"]).name} for a in rec.get("artifacts") or [] if a.get("path")]
-        rec.pop("model", None)
-        # no path of the machine that ran them: an absolute path keeps its last part
-        text = re.sub(r'"(/[^"]+)"', lambda m: json.dumps(Path(m.group(1)).name), json.dumps(rec, indent=1, sort_keys=True))
-        (dst / "run.json").write_text(text, encoding="utf-8")
+        _copy_run(run_id, out)
+    export_benchmarks(out)
     (out / "links.json").write_text(json.dumps(links, indent=1, sort_keys=True), encoding="utf-8")
     return links
+
+
+def export_benchmarks(out: Path = FIXTURE) -> list[str]:
+    """Replace the fixture's benchmark runs by the configured warehouse's (completed, not smoke)."""
+    from eventatlas.results.warehouse import Warehouse
+
+    _, rows = Warehouse().query_rows("SELECT DISTINCT b.run_id FROM benchmarks b JOIN runs r USING (run_id) "
+                                     "WHERE NOT b.smoke AND r.status = 'completed' ORDER BY 1")
+    for old in (out / "runs").glob("bench-*"):
+        shutil.rmtree(old)
+    for (run_id,) in rows:
+        _copy_run(run_id, out)
+    return [r[0] for r in rows]
+
+
+def _copy_run(run_id: str, out: Path) -> None:
+    """A run's record and its metric / benchmark rows, with no path of the machine that ran it."""
+    from eventatlas import config
+    from eventatlas.results.records import read_record
+
+    rec = read_record(config.runs_dir() / run_id / "run.json")
+    dst = out / "runs" / run_id
+    dst.mkdir(parents=True, exist_ok=True)
+    for key, name in (("metrics_path", "metrics.parquet"), ("benchmarks_path", "benchmarks.parquet")):
+        if rec.get(key):
+            shutil.copy2(rec[key], dst / name)
+            rec[key] = name
+    rec["train_steps_path"] = rec["train_evals_path"] = None  # not on the pages
+    rec["artifacts"] = [{**a, "path": Path(a["path"]).name} for a in rec.get("artifacts") or [] if a.get("path")]
+    rec.pop("model", None)
+    # an absolute path keeps its last part
+    text = re.sub(r'"(/[^"]+)"', lambda m: json.dumps(Path(m.group(1)).name), json.dumps(rec, indent=1, sort_keys=True))
+    (dst / "run.json").write_text(text, encoding="utf-8")
 
 
 def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
@@ -73,8 +97,12 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     from eventatlas.results.experiments import write_markdown
 
-    links = export()
-    print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs into {FIXTURE}")
+    if sys.argv[1:] == ["--benchmarks"]:  # only the benchmark runs: the experiments' runs stay as they are
+        print(f"exported benchmark runs {export_benchmarks()} into {FIXTURE}")
+    else:
+        links = export()
+        print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs and the "
+              f"benchmark runs into {FIXTURE}")
     with tempfile.TemporaryDirectory() as tmp:
         for p in write_markdown(ROOT / "docs" / "results", fixture_warehouse(Path(tmp))):
             print(p)

@@ -38,7 +38,8 @@ def test_cluster_takes_algorithm_option():
     assert "--algorithm" in r.output and "-a" in r.output and "--method" not in r.output
 
 
-def test_migrate_sql_leaderboard(eventatlas_env):
+def test_migrate_sql_leaderboard(eventatlas_env, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # every column fits
     r = runner.invoke(app, ["migrate"])
     assert r.exit_code == 0, r.output
     assert "applied [1, 2" in r.output
@@ -68,7 +69,7 @@ def test_migrate_sql_leaderboard(eventatlas_env):
 
 def test_sql_without_warehouse_says_what_to_do(eventatlas_env):
     r = runner.invoke(app, ["sql", "SELECT 1"])
-    assert r.exit_code == 1 and "eventatlas migrate" in r.output
+    assert r.exit_code == 2 and "eventatlas migrate" in r.output and "make demo" in r.output
 
 
 def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
@@ -170,6 +171,7 @@ def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeyp
     from eventatlas.cli import base as cli
 
     monkeypatch.setattr(cli.console, "width", 300)  # one table row a line
+    monkeypatch.setenv("COLUMNS", "300")  # the leaderboard shows every column that fits the terminal
     wh = Warehouse()
     wh.migrate()
     base = {"dataset": "onto", "split": "unseen", "method": "ba", "representation": "trigger", "seed": 0}
@@ -223,7 +225,7 @@ def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeyp
 
 def test_leaderboard_on_empty_or_missing_warehouse(eventatlas_env):
     r = runner.invoke(app, ["leaderboard"])
-    assert r.exit_code == 1 and "eventatlas migrate" in r.output
+    assert r.exit_code == 2 and "eventatlas migrate" in r.output
     runner.invoke(app, ["migrate"])
     r = runner.invoke(app, ["leaderboard"])
     assert r.exit_code == 0 and "is empty: no completed run has metrics yet" in r.output

@@ -68,6 +68,10 @@ CONTRACT = [  # (args, message parts); every row: exit 2, one error line, neithe
     (["ground", "--dataset", "ontoevent", "--run", "run-b", "--text", "a [b] c"],
      ["unknown run 'run-b' (did you mean 'run-a'?)"]),
     (["ensemble", "run-a", "run-c"], ["unknown run 'run-c' (did you mean 'run-a'?)"]),
+    # no warehouse (the user's is absent, so is the demo's): how to get one
+    (["leaderboard"], ["no warehouse at", "`make demo` makes one on the samples"]),
+    (["leaderboard", "--wide", "--bogus"], ["No such option: --bogus"]),
+    (["--warehouse", "tests", "sql", "SELECT 1"], ["--warehouse tests: a directory"]),
 ]
 
 

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from eventatlas.results import benchmarking
-from eventatlas.results import records
-from eventatlas.results.report import benchmarks_html, load, load_benchmarks, render
+from eventatlas.results import benchmarking, records
+from eventatlas.results.report import benchmarks_html, benchmarks_markdown, load, load_benchmarks, render
 from eventatlas.results.warehouse import Warehouse
 
 
@@ -76,3 +75,25 @@ def test_no_benchmark_says_how_to_get_one(eventatlas_env):
     assert load_benchmarks(wh) == []
     assert "make bench" in benchmarks_html([])
     assert '<h2 id="benchmarks">' in render(load(wh))
+
+
+def test_benchmarks_page_latest_and_history(bench_warehouse, tmp_path):
+    """docs/results/benchmarks.md: the newest figures per quantity, then the history, newest first; no smoke run."""
+    from eventatlas.results.experiments import write_markdown
+
+    wh, old, new, smoke = bench_warehouse
+    pages = write_markdown(tmp_path, wh)
+    page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    assert tmp_path / "benchmarks.md" in pages and page == benchmarks_markdown(load_benchmarks(wh))
+    latest = page[page.index("## Latest"):page.index("## encode: history")]
+    rows = [ln for ln in latest.splitlines() if ln.startswith("| encode")]
+    assert rows == ["| encode | fp32 | s ↓ | eventatlas: 2 | sentence-transformers: 5 | **2.5×** | "
+                    f"{rows[0].split(' | ')[6]} | {rows[0].split(' | ')[7]} | 0.1.0+gbbbb |",
+                    "| encode | fp32 | sentences/s ↑ | eventatlas: 300 | sentence-transformers: 250 | **1.2×** | "
+                    f"{rows[1].split(' | ')[6]} | {rows[1].split(' | ')[7]} | 0.1.0+gbbbb |"]
+    history = page[page.index("## encode: history"):]
+    versions = [ln.rsplit(" | ", 1)[1].rstrip(" |") for ln in history.splitlines() if ln.startswith("| 20")]
+    assert versions == ["0.1.0+gbbbb"] * 2 + ["0.1.0+gaaaa"] * 2
+    assert "0.8×" in history and "**" not in history.split("0.1.0+gaaaa")[0].split("\n")[-1]  # 0.8: not better
+    assert "gcccc" not in page  # the smoke run
+    assert "make bench" in benchmarks_markdown([])

@@ -146,11 +146,38 @@ def _main(
                                  "warnings (default: quiet; eventatlas's own progress stays)"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) for "
                                "errors; without it an error is one line on stderr"),
+    warehouse: Optional[Path] = typer.Option(None, "--warehouse", metavar="PATH",
+                                             help="the DuckDB warehouse every command reads and writes (sets "
+                                                  "EVENTATLAS_WAREHOUSE for this command; e.g. data/demo/eventatlas."
+                                                  "duckdb, the demo's)"),
 ) -> None:
     from ..verbosity import set_verbosity
 
     _DEBUG["on"] = debug
     set_verbosity(verbose or debug)
+    if warehouse is not None:
+        if warehouse.is_dir():
+            _fail(f"--warehouse {warehouse}: a directory; give the DuckDB file (e.g. {warehouse}/eventatlas.duckdb)",
+                  code=2)
+        os.environ["EVENTATLAS_WAREHOUSE"] = str(warehouse.resolve())  # flows and workers started from here too
+
+
+def read_warehouse() -> Path:
+    """The warehouse a read command (leaderboard, report, sql, runs, models) uses: ``--warehouse`` /
+    ``EVENTATLAS_WAREHOUSE``, else the default file; while neither is set and the default does not exist but
+    the demo's warehouse does, the demo's, said in one ``note:`` line on stderr (so the commands the demo
+    prints work on a fresh checkout). No warehouse at all: exit 2, saying how to get one."""
+    if not os.environ.get("EVENTATLAS_WAREHOUSE"):
+        default, demo = config.warehouse_path(), config.demo_warehouse()
+        if not default.exists() and demo.exists():
+            os.environ["EVENTATLAS_WAREHOUSE"] = str(demo)
+            print(f"note: no warehouse at {default}; reading the demo's, {demo} (--warehouse PATH or "
+                  "EVENTATLAS_WAREHOUSE picks another)", file=sys.stderr, flush=True)
+    path = config.warehouse_path()
+    if not path.exists():
+        _fail(f"no warehouse at {path}: `make demo` makes one on the samples, any flow or `eventatlas migrate` "
+              "makes this one; --warehouse PATH names another", code=2)
+    return path
 
 
 # ----------------------------------------------------------------------------- names, checked cheaply
@@ -235,13 +262,23 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500) -> None:
+def terminal_width() -> int:
+    """The terminal's width in characters: ``COLUMNS`` when set, else the terminal's, else 80 (a pipe)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
+def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500,
+               width: int | None = None) -> None:
+    """A table of ``rows``; ``width``: render at that many characters (default: the console's)."""
     t = Table(title=title, show_lines=False)
     for c in cols:
         t.add_column(str(c), overflow="fold")
     for r in rows[:max_rows]:
         t.add_row(*[escape(fmt(v)) for v in r])  # cell text is data, never markup
-    console.print(t)
+    # an explicit width gets a console of its own: Console.print never renders wider than its console
+    (console if width is None else Console(width=width)).print(t)
     if len(rows) > max_rows:
         console.print(f"... {len(rows) - max_rows} more rows")
 

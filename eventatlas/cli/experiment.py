@@ -61,14 +61,30 @@ def run(
                                          "experiment's (e.g. another model_id)"),
 ) -> None:
     """Run an experiment's cells (finished ones are reused), publish them and print its table."""
-    from ..modeling.device import DeviceUnavailable
+    exp = _load(name, quick)
+    p, s = checked_options(exp, params, seeds, runner)
+    check_device(device)
+    out = execute(exp, runner=runner, seeds=s, device=device, rerun=rerun, params=p, say=_say)
+    for c in out["cells"]:
+        console.print(f"  {c['cell']} seed {c['seed']}: {'reused' if c['reused'] else 'ran'} {c['run_id'] or '-'} "
+                      f"({c['status']})", markup=False, soft_wrap=True)
+    console.print(f"experiment {name} ({exp.mode}): {out['ran']} cell run(s) ran, {out['reused']} reused",
+                  markup=False, soft_wrap=True)
+    show_table(name, exp.mode)
+    if out["failed"]:
+        _fail(f"experiment {name}: {len(out['failed'])} cell(s) failed: {'; '.join(out['failed'])}")
+
+
+def checked_options(exp, params: Optional[str], seeds: Optional[List[str]] = None,
+                    runner: str = "local") -> tuple[dict, Optional[list[int]]]:
+    """``--params`` (JSON, validated against every training cell's method) and ``--seeds`` of an experiment
+    run, its datasets (ingested or ingestible) and the runner, checked before anything runs (exit 2)."""
     from ..experiments import ExperimentError
     from ..experiments.run import check_datasets
     from ..experiments.spec import _merge
     from ..methods import ParamError, get_spec
-    from ..run.scaleout import parse_runner
+    from eventatlas.run.scaleout import parse_runner
 
-    exp = _load(name, quick)
     try:
         p = json.loads(params) if params else {}
         s = [int(x) for x in split(seeds)] if seeds else None
@@ -80,35 +96,36 @@ def run(
     except (ValueError, ParamError, ExperimentError) as e:
         msg = f"{exp.source}: {e}" if isinstance(e, ParamError) else str(e)
         _fail(msg if not isinstance(e, json.JSONDecodeError) else f"bad --params: {e}", code=2)
-    check_device(device)
+    return p, s
+
+
+def execute(exp, *, runner: str = "local", seeds: Optional[list[int]] = None, device: str = "auto",
+            rerun: bool = False, params: Optional[dict] = None, say=None) -> dict:
+    """Run (or reuse) ``exp``'s cells and publish them: in this process when the runner is local and no
+    Prefect API is configured (no temporary Prefect server), else through the `experiment` flow."""
+    from eventatlas.modeling.device import DeviceUnavailable
+
+    say = say or _say
     if runner == "local" and not use_prefect():  # the one-shot path: no temporary Prefect server
         from ..experiments.run import run_experiment, run_jobs_here
-        from ..results.publishing import publish_records
+        from eventatlas.results.publishing import publish_records
 
         def publish(recs: list[str]) -> None:
             publish_records(recs, warn=print_warning)
 
         try:
-            out = run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish), publish=publish, seeds=s,
-                                 device=device, rerun=rerun, params=p, say=_say).as_dict()
+            return run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish), publish=publish,
+                                  seeds=seeds, device=device, rerun=rerun, params=params or {}, say=say).as_dict()
         except DeviceUnavailable as e:
             _fail(str(e), code=2)
-    else:
-        from flows.experiment import experiment as flow
+    from flows.experiment import experiment as flow
 
-        with prefect_guard():
-            try:
-                out = flow(name=name, quick=quick, runner=runner, seeds=s, device=device, rerun=rerun, params=p)
-            except RuntimeError as e:
-                _fail(str(e))
-    for c in out["cells"]:
-        console.print(f"  {c['cell']} seed {c['seed']}: {'reused' if c['reused'] else 'ran'} {c['run_id'] or '-'} "
-                      f"({c['status']})", markup=False, soft_wrap=True)
-    console.print(f"experiment {name} ({exp.mode}): {out['ran']} cell run(s) ran, {out['reused']} reused",
-                  markup=False, soft_wrap=True)
-    show_table(name, exp.mode)
-    if out["failed"]:
-        _fail(f"experiment {name}: {len(out['failed'])} cell(s) failed: {'; '.join(out['failed'])}")
+    with prefect_guard():
+        try:
+            return flow(name=exp.name, quick=exp.mode == "quick", runner=runner, seeds=seeds, device=device,
+                        rerun=rerun, params=params or {})
+        except RuntimeError as e:
+            _fail(str(e))
 
 
 def _say(msg: str) -> None:
@@ -117,8 +134,8 @@ def _say(msg: str) -> None:
 
 def show_table(name: str, mode: str) -> None:
     """The experiment's table from the warehouse (``experiment_results``), with the goal's verdict."""
-    from ..results.experiments import _cell, _grid, _value, load
-    from ..results.warehouse import Warehouse
+    from eventatlas.results.experiments import _cell, _grid, _value, load
+    from eventatlas.results.warehouse import Warehouse
 
     e = next((x for x in load(Warehouse(), mode) if x["experiment"] == name), None)
     if e is None:

@@ -7,16 +7,35 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from .base import _fail, app, console, prefect_guard, print_rows, print_warning, run_dir, use_prefect
+from .base import (_fail, app, console, prefect_guard, print_rows, print_warning, read_warehouse, run_dir,
+               terminal_width, use_prefect)
+
+
+def fit_columns(cols: list[str], rows: list[tuple], priority: list[str], width: int) -> list[int]:
+    """Indices (in table order) of the columns a table shows in ``width`` characters: the columns of
+    ``priority`` are taken in that order while the table (rich's default box: 3 characters per column
+    besides its text, plus 1) still fits; the first of them is always shown. A column missing from
+    ``priority`` comes last."""
+    need = dict(enumerate(_widths(cols, rows)))
+    order = [cols.index(c) for c in priority if c in cols] + [i for i, c in enumerate(cols) if c not in priority]
+    keep, used = [], 1
+    for i in order:
+        if not keep or used + need[i] <= width:
+            keep.append(i)
+            used += need[i]
+    return sorted(keep)
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
-                     run_ids: Optional[list[str]] = None) -> None:
+                     run_ids: Optional[list[str]] = None, wide: bool = False) -> None:
     """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.results.leaderboard`);
     unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
-    configurations those runs produced (what train-all / demo just ran)."""
-    from ..results.leaderboard import CONFIG_COLS, UnknownName, scale, tables
-    from ..results.warehouse import Warehouse, WarehouseError
+    configurations those runs produced (what train-all / demo just ran). Each table fits the terminal
+    (:func:`terminal_width`): the main columns that tell rows apart, the first metric's mean and the other
+    metrics come first, the rest while there is room, and one line names those left out; ``wide``: every
+    column, unfolded."""
+    from eventatlas.results.leaderboard import CONFIG_COLS, UnknownName, scale, tables
+    from eventatlas.results.warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
     requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
@@ -53,8 +72,29 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
         keep = [i for i, c in enumerate(cols) if c in ("task", "dataset", "method") or i >= 2 + len(CONFIG_COLS)
                 or any(r[i] not in (None, "") for r in rows)]
         cols, rows = [cols[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
-        print_rows(cols, rows, title=f"{t} leaderboard from {wh.path} ({scope}mean and std over seeds of the first "
-                                     f"metric, best over seeds of each; fractions x100)")
+        title = (f"{t} leaderboard from {wh.path} ({scope}mean and std over seeds of the first metric, best over "
+                 "seeds of each; fractions x100)")
+        width = terminal_width()
+        if wide:  # every column at its full width: wider than the terminal if need be (a pager scrolls)
+            print_rows(cols, rows, title=title, width=max(width, sum(_widths(cols, rows)) + 1))
+            continue
+        # the other metrics before the finer configuration columns: a dataset of the task may lack the first one
+        # (one table per task: mcnc_acc beside hard_sim_acc, frame_dml's bcubed_f beside ari)
+        priority = ["dataset", f"{first}_mean", "method", "rep", "clustering", "variant", *[m for m in ms if m != first],
+                    "setting", "split", "trained_on", f"{first}_std", "seeds", "precision", first, "task"]
+        shown = fit_columns(cols, rows, priority, width)
+        left = [c for i, c in enumerate(cols) if i not in shown]
+        print_rows([cols[i] for i in shown], [tuple(r[i] for i in shown) for r in rows], title=title, width=width)
+        if left:
+            console.print(f"left out to fit {width} columns: {', '.join(left)} (--wide shows every column)",
+                          markup=False, highlight=False, width=width)
+
+
+def _widths(cols: list[str], rows: list[tuple]) -> list[int]:
+    """Each column's width in a rich table: its longest text (header or cell) and 3 for padding and border."""
+    from . import fmt
+
+    return [max([len(str(c)), *(len(fmt(r[i])) for r in rows)]) + 3 for i, c in enumerate(cols)]
 
 
 @app.command()
@@ -65,31 +105,36 @@ def leaderboard(
     dataset: Optional[str] = typer.Option(None, "--dataset"),
     task: Optional[str] = typer.Option(None, "--task", help="induction, naming, linking, ... (default: every task, "
                                                             "one table each)"),
+    wide: bool = typer.Option(False, "--wide", help="every column, however wide (default: the columns that fit "
+                              "the terminal, COLUMNS or its width)"),
 ) -> None:
     """Best value per configuration (task x dataset x split x setting x method x representation x clustering x
     variant x precision) over seeds, with the mean/std of the first metric, from DuckDB."""
-    show_leaderboard(metrics, dataset, task)
+    read_warehouse()
+    show_leaderboard(metrics, dataset, task, wide=wide)
 
 
 @app.command()
 def report(
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="instead, write one Markdown page per declared "
-                                            "experiment into this directory (docs/results/ is made by this)"),
+                                            "experiment and the benchmarks page (benchmarks.md) into this directory "
+                                            "(docs/results/ is made by this)"),
 ) -> None:
     """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
     per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
-    from ..results.report import write_report
-    from ..results.warehouse import WarehouseError
+    from eventatlas.results.report import write_report
+    from eventatlas.results.warehouse import WarehouseError
 
+    read_warehouse()
     if markdown is not None:
-        from ..results.experiments import write_markdown
+        from eventatlas.results.experiments import write_markdown
 
         try:
             pages = write_markdown(markdown)
         except WarehouseError as e:
             _fail(str(e))
-        console.print(f"{len(pages)} experiment page(s) written to {markdown}: {', '.join(p.name for p in pages)}",
+        console.print(f"{len(pages)} page(s) written to {markdown}: {', '.join(p.name for p in pages)}",
                       soft_wrap=True, markup=False)
         return
     try:
@@ -102,9 +147,9 @@ def report(
 def publish_paths(records: list[Path]) -> dict:
     """Land run records (after the queued ones) through the warehouse's one writer: the `publish` flow when
     a Prefect API is configured, else the publish core directly; prints what landed."""
-    from ..results.publishing import pending_dir, pending_runs
-    from ..results.records import RecordError
-    from ..results.warehouse import WarehouseError
+    from eventatlas.results.publishing import pending_dir, pending_runs
+    from eventatlas.results.records import RecordError
+    from eventatlas.results.warehouse import WarehouseError
 
     waiting = len(pending_runs(config.warehouse_path()))
     try:
@@ -114,7 +159,7 @@ def publish_paths(records: list[Path]) -> dict:
             with prefect_guard():
                 out = flow([str(r) for r in records])
         else:
-            from ..results.publishing import publish_records
+            from eventatlas.results.publishing import publish_records
 
             out = publish_records(records, warn=print_warning).as_dict()
     except (RecordError, WarehouseError) as e:
@@ -143,7 +188,7 @@ def publish(
     """Publish run records written outside a flow (e.g. by `eventatlas train`) to the warehouse, after the
     runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish core directly; with
     one, the `publish` flow (the warehouse's one writer either way)."""
-    from ..results.records import RecordError, find_records, read_record
+    from eventatlas.results.records import RecordError, find_records, read_record
 
     if not paths and not pending:
         _fail("give run records to publish (PATH...) and/or --pending", code=2)
@@ -168,7 +213,7 @@ def ensemble(
     dirs = [run_dir(r) for r in runs]
     if len(dirs) < 2:
         _fail("an ensemble needs two or more runs", code=2)
-    from ..methods.ensemble import EnsembleError, ensemble_runs
+    from eventatlas.methods.ensemble import EnsembleError, ensemble_runs
 
     try:
         path, summary = ensemble_runs(dirs)
@@ -184,8 +229,9 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     """Run a read-only SQL query against the warehouse and print a table."""
     import duckdb
 
-    from ..results.warehouse import Warehouse, WarehouseError
+    from eventatlas.results.warehouse import Warehouse, WarehouseError
 
+    read_warehouse()
     try:
         cols, rows = Warehouse().query_rows(query)
     except duckdb.Error as e:  # the query itself is the bad input (syntax, a write on the read-only view)
@@ -205,8 +251,9 @@ def runs(
     traceback in the file the line names)."""
     import duckdb
 
-    from ..results.warehouse import Warehouse, WarehouseError
+    from eventatlas.results.warehouse import Warehouse, WarehouseError
 
+    read_warehouse()
     where, args = [], []
     for col, val in (("status", status), ("flow", flow)):
         if val:

@@ -78,7 +78,7 @@ def train_all(
                                "existing Ray cluster; extra [ray]); see README 'Scale out'"),
 ) -> None:
     """Run the `train-all` flow and print the leaderboard rows it produced."""
-    from ..modeling.device import DeviceUnavailable, resolve_device
+    from eventatlas.modeling.device import DeviceUnavailable, resolve_device
     from ..methods import ParamError, validate_params
 
     # names and values are checked before Prefect is imported (slow, and it binds its log handlers to stdout)
@@ -99,7 +99,7 @@ def train_all(
     try:
         validate_params(p, m)
         resolve_device(device)
-        from ..run.scaleout import parse_runner
+        from eventatlas.run.scaleout import parse_runner
 
         parse_runner(runner)
     except (ParamError, DeviceUnavailable, ValueError) as e:
@@ -112,7 +112,7 @@ def train_all(
     queued = out.get("queued") or []
     console.print(f"{out['runs'] - len(queued)} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
     if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
-        from ..results.publishing import pending_dir
+        from eventatlas.results.publishing import pending_dir
 
         print_warning(f"the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
                       f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next "
@@ -127,7 +127,7 @@ def train_all(
 
 def _run_ids(flow_out: dict) -> list[str]:
     """The run ids of a train-all result (its run records)."""
-    from ..results.records import read_record
+    from eventatlas.results.records import read_record
 
     return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
@@ -156,8 +156,8 @@ def train(
     except ValueError as e:  # bad JSON and ParamError are ValueErrors
         _fail(str(e), code=2)
     check_device(device)
-    from ..results.records import read_record
-    from ..run.runner import run_method
+    from eventatlas.results.records import read_record
+    from eventatlas.run.runner import run_method
 
     path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
     if int(os.environ.get("RANK", "0")) == 0:
@@ -216,46 +216,138 @@ def methods() -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def demo_root() -> Path:
-    """The demo's own data root (``EVENTATLAS_DEMO_ROOT``, default ``<data root>/demo``)."""
-    return Path(os.environ.get(DEMO_ROOT_ENV) or config.data_root() / "demo")
+def demo_experiments() -> list:
+    """The quick forms the demo runs: every declared experiment's, in name order, leaving out one whose cells
+    (method x dataset) earlier ones already ran (it would show no method, task or dataset the demo lacks)."""
+    from ..experiments import experiment_files, load
+
+    chosen, seen = [], set()
+    for name in experiment_files():
+        exp = load(name, quick=True)
+        cells = exp.all_cells()
+        method = {c.name: c.method for c in cells}
+        pairs = {(c.method or method[c.evaluate], exp.dataset_name(c.dataset)) for c in cells}
+        if pairs <= seen:
+            continue
+        chosen.append(exp)
+        seen |= pairs
+    return chosen
+
+
+def _command_name() -> str:
+    """How the user calls this CLI: ``eventatlas`` when that is on the PATH, else the path the user ran
+    (`make demo` runs ``.venv/bin/eventatlas`` without activating the environment)."""
+    import shutil
+    import sys
+
+    ran = sys.argv[0] if sys.argv and Path(sys.argv[0]).name == "eventatlas" else None
+    found = shutil.which("eventatlas")
+    if ran is None or (found and Path(found).resolve() == Path(ran).resolve()):
+        return "eventatlas"
+    return _rel(Path(os.path.abspath(ran)))  # symlinks kept: the path as the user sees it
+
+
+SUMMARY_WIDTH = 100
+# the README's first SQL example (tests/test_demo_cli.py holds them equal)
+DEMO_SQL = ("SELECT method, task, dataset, metric, round(100 * max(best), 1) AS best FROM leaderboard WHERE metric IN "
+            "('ari', 'map', 'hard_sim_acc', 'mcnc_acc', 'recall_at_min') GROUP BY ALL ORDER BY ALL")
+
+
+def summary_lines(boards: list[dict], width: int = SUMMARY_WIDTH) -> list[str]:
+    """The demo's summary: one line per method x task x dataset (:func:`eventatlas.results.leaderboard.headlines`):
+    method, task, dataset, headline metric, its value (mean over seeds, x100 for a fraction) for the method's
+    best configuration and how many it has there; each line at most ``width`` characters."""
+    from eventatlas.results.leaderboard import headlines, scale
+
+    heads = headlines(boards)
+    if not heads:
+        return []
+    rows = [(h["method"], h["task"], h["dataset"], h["metric"], f"{h['mean'] * scale(h['metric']):.1f}",
+             str(h["n_configs"])) for h in heads]
+    head = ("method", "task", "dataset", "metric", "value", "best of")
+    w = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    out = []
+    for r in [head, *rows]:
+        line = "  ".join([*(r[i].ljust(w[i]) for i in range(4)), r[4].rjust(w[4]), r[5].rjust(w[5])])
+        out.append(line if len(line) <= width else line[:width - 1] + "…")
+    return out
 
 
 @app.command()
 def demo(
     root: Optional[Path] = typer.Option(None, "--root", help="the demo's data root (default <data root>/demo, "
                                         f"or ${DEMO_ROOT_ENV}); its warehouse is <root>/eventatlas.duckdb"),
-    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} as for train-all"),
+    params: Optional[str] = typer.Option(None, "--params", help="JSON {method: {param: value}} merged over every "
+                                         "quick form's (e.g. another model_id)"),
+    rerun: bool = typer.Option(False, "--rerun", help="run every cell again (default: a finished cell is reused)"),
 ) -> None:
-    """Ingest the shipped samples into the demo's own data root, run `train-all` there with its defaults
-    and print the leaderboard of those runs. Datasets you ingested elsewhere are not touched or trained on;
-    the embedding cache is shared (content-keyed)."""
+    """Run every method family's quick form on the shipped samples (each declared experiment's `quick:`, one
+    per method/dataset coverage) in the demo's own data root and warehouse, write the HTML report there and
+    print one line per method x task x dataset. Your own datasets and warehouse are not touched; the
+    embedding cache is shared (content-keyed)."""
+    import time
+
     from ..methods import ParamError, validate_params
+    from .experiment import checked_options, execute
 
     try:
         p = json.loads(params) if params else None
-        validate_params(p, ["untuned"])
+        validate_params(p, list(p or {}))
     except (ValueError, ParamError) as e:
         _fail(f"bad --params: {e}", code=2)
-    root = (root or demo_root()).resolve()
+    root = (root or config.demo_root()).resolve()
     env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
            "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
-    console.print(f"demo data root: {root} (datasets, runs; warehouse {env['EVENTATLAS_WAREHOUSE']}); "
-                  f"embedding cache {env['EVENTATLAS_CACHE']}", soft_wrap=True, markup=False)
+    console.print(f"demo data root: {root} (datasets, runs, report; warehouse {env['EVENTATLAS_WAREHOUSE']})",
+                  soft_wrap=True, markup=False)
     from unittest import mock
 
+    t_all, c_all = time.perf_counter(), time.process_time()
+    run_ids: list[str] = []
+    failed: list[str] = []
     with mock.patch.dict(os.environ, env):  # the demo's root for this command only
-        from flows.train_all import train_all as flow
+        from eventatlas.results.leaderboard import tables
+        from eventatlas.results.report import write_report
+        from eventatlas.results.warehouse import Warehouse
 
-        from ..data.ingest import ingest_samples as run_samples
-        from .results import show_leaderboard
+        for exp in demo_experiments():
+            opts, _ = checked_options(exp, json.dumps(p) if p else None)
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = execute(exp, device="auto", rerun=rerun, params=opts, say=lambda _msg: None)
+            run_ids += [c["run_id"] for c in out["cells"] if c["run_id"]]
+            failed += [f"{exp.name}: {f}" for f in out["failed"]]
+            console.print(f"{exp.name} (quick: {', '.join(exp.methods)}): {out['ran']} ran, {out['reused']} reused, "
+                          f"{time.perf_counter() - t0:.0f} s ({time.process_time() - c0:.0f} s CPU)", markup=False, soft_wrap=True,
+                          highlight=False)
+        wh = Warehouse()
+        report = write_report(root / "report.html", wh)
+        lines = summary_lines(tables(wh, run_ids=run_ids))
+    console.print(f"{len(run_ids)} runs in {time.perf_counter() - t_all:.0f} s ({time.process_time() - c_all:.0f} s "
+                  "CPU). The samples are tiny: the scores are a smoke test, not a result. Each method's best "
+                  "configuration by the task's headline metric (mean over seeds, fractions x100; `leaderboard` "
+                  "shows them all):", markup=False, highlight=False, width=SUMMARY_WIDTH)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for f in failed:
+        print_warning(f"cell failed: {f}")
+    me = _command_name()
+    default = config.warehouse_path()
+    # the read commands fall back to the demo's warehouse only while the user has none (cli.read_warehouse)
+    falls_back = not os.environ.get("EVENTATLAS_WAREHOUSE") and not default.exists() and \
+        root / "eventatlas.duckdb" == config.demo_warehouse().resolve()
+    wh_opt = "" if falls_back else f" --warehouse {_rel(root / 'eventatlas.duckdb')}"
+    console.print(f"report: {_rel(report)}", markup=False, soft_wrap=True)
+    console.print("next:", markup=False)
+    for cmd in (f"{me}{wh_opt} leaderboard", f"{me}{wh_opt} report --out report.html",
+                f"{me}{wh_opt} sql \"{DEMO_SQL}\""):
+        console.print(f"  {cmd}", markup=False, soft_wrap=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
-        mans = run_samples()
-        mans = list(mans.values()) if isinstance(mans, dict) else list(mans)
-        console.print(f"ingested {len(mans)} sample datasets into {config.datasets_dir()}", markup=False)
-        with prefect_guard():
-            out = flow(params=p)
-        console.print(f"train-all: {out['runs']} runs published to {out['warehouse']}", markup=False)
-        show_leaderboard(run_ids=_run_ids(out))
-        console.print(f"look closer: EVENTATLAS_DATA={root} EVENTATLAS_WAREHOUSE={env['EVENTATLAS_WAREHOUSE']} "
-                      "eventatlas sql \"SELECT ...\"", soft_wrap=True, markup=False)
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (what the user types), else as is."""
+    try:
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -29,9 +29,13 @@ TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding
 # the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars)
 DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
                    "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code"),
-                   "atlas": ("hits@1", "mrr")}
+                   "atlas": ("hits@1", "mrr"),
+                   # per dataset the first one it has: each similarity set has its own accuracy
+                   "similarity": ("hard_sim_acc", "hard_sim_ext_acc", "transitive_spearman", "mcnc_acc"),
+                   "retrieval": ("map", "r_precision", "recall_all"), "grounding": ("recall_at_min", "strict_acc")}
 # Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
-NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters|n_queries|n_queries_renamed)$|^stop_epoch_")
+NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters|n_queries|n_queries_renamed|n_frames|"
+                          r"discovery_events|seconds|seconds_per_epoch)$|^stop_epoch_")
 
 
 def metric_rows(scores: Mapping[str, Any], *, task: str, dataset: str, method: str, seed: int,

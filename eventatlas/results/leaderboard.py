@@ -126,3 +126,39 @@ def build(board: list[dict[str, Any]], lower: set[str], requested: Sequence[str]
                                                       [str(x) for x in kv[0]]))
         out.append({"task": task, "dataset": dataset, "metrics": ms, "best": best, "lower": set(lower), "rows": order})
     return out
+
+
+# splits that choose a configuration rather than score it: a headline comes from another split when there is one
+SELECTION_SPLITS = ("train", "dev", "valid", "validation")
+# a headline's configuration, most telling first (a setting is a long description)
+SHOWN_FIRST = ("representation", "clustering", "variant", "trained_on", "split", "precision", "setting", "method")
+
+
+def headlines(boards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per (method, task, dataset) of :func:`tables`' output: the method's best configuration by the
+    table's headline metric (the first of the table's scores, not counts, that the method's rows have; scored on an
+    evaluation split when the method has one), as ``{"method", "task", "dataset", "metric", "mean", "std",
+    "n_seeds", "config": {column: value} (CONFIG_COLS that are set, method left out; SHOWN_FIRST order),
+    "n_configs"}``; the
+    value is the mean over seeds, as stored (fractions not x100). Sorted by method, task and dataset."""
+    out = []
+    for b in boards:
+        by_method: dict[str, list] = defaultdict(list)
+        for conf, cells in b["rows"]:  # rows are sorted best first by the table's first metric
+            by_method[dict(zip(CONFIG_COLS, conf))["method"]].append((conf, cells))
+        for method, rows in by_method.items():
+            scored = [r for r in rows if dict(zip(CONFIG_COLS, r[0]))["split"] not in SELECTION_SPLITS] or rows
+            metric = next((m for m in b["metrics"] if (not NOT_FRACTION.search(m) or m in b["lower"])  # a score
+                           and any((c.get(m) or {}).get("mean") is not None for _, c in scored)), None)
+            if metric is None:
+                continue
+            sign = 1 if metric in b["lower"] else -1
+            conf, cells = min((r for r in scored if (r[1].get(metric) or {}).get("mean") is not None),
+                              key=lambda r: sign * r[1][metric]["mean"])
+            cell = cells[metric]
+            out.append({"method": method, "task": b["task"], "dataset": b["dataset"], "metric": metric,
+                        "mean": cell["mean"], "std": cell.get("std"), "n_seeds": cell.get("n_seeds"),
+                        "config": {k: v for k, v in sorted(zip(CONFIG_COLS, conf), key=lambda kv: SHOWN_FIRST.index(kv[0]))
+                                   if k != "method" and v not in (None, "")},
+                        "n_configs": len(rows)})
+    return sorted(out, key=lambda h: (str(h["method"]), str(h["task"]), str(h["dataset"])))
