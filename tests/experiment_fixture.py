@@ -95,7 +95,7 @@ if __name__ == "__main__":
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from eventatlas.results.experiments import write_markdown
+    from eventatlas.results.report import write_pages as write_markdown
 
     if sys.argv[1:] == ["--benchmarks"]:  # only the benchmark runs: the experiments' runs stay as they are
         print(f"exported benchmark runs {export_benchmarks()} into {FIXTURE}")

@@ -79,7 +79,7 @@ def test_no_benchmark_says_how_to_get_one(eventatlas_env):
 
 def test_benchmarks_page_latest_and_history(bench_warehouse, tmp_path):
     """docs/results/benchmarks.md: the newest figures per quantity, then the history, newest first; no smoke run."""
-    from eventatlas.results.experiments import write_markdown
+    from eventatlas.results.report import write_pages as write_markdown
 
     wh, old, new, smoke = bench_warehouse
     pages = write_markdown(tmp_path, wh)

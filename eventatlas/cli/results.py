@@ -92,7 +92,7 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
 
 def _widths(cols: list[str], rows: list[tuple]) -> list[int]:
     """Each column's width in a rich table: its longest text (header or cell) and 3 for padding and border."""
-    from . import fmt
+    from .base import fmt
 
     return [max([len(str(c)), *(len(fmt(r[i])) for r in rows)]) + 3 for i, c in enumerate(cols)]
 
@@ -128,7 +128,7 @@ def report(
 
     read_warehouse()
     if markdown is not None:
-        from eventatlas.results.experiments import write_markdown
+        from eventatlas.results.report import write_pages as write_markdown
 
         try:
             pages = write_markdown(markdown)

@@ -156,10 +156,8 @@ def _in_run(run_id: str, path: str) -> str:
 
 def write_markdown(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode: str | None = None) -> list[Path]:
     """One page per experiment (and mode) in ``out_dir`` (``<name>.md``; ``<name>.quick.md`` for the quick
-    form) and, unless ``mode`` picks one, the benchmarks page (``benchmarks.md``), each written atomically;
-    returns the paths."""
+    form), each written atomically; returns the paths. ``report.write_pages`` adds the benchmarks page."""
     from ..io import atomic_write_text
-    from eventatlas.results.report import BENCHMARKS_PAGE, benchmarks_markdown, load_benchmarks
 
     wh = wh or Warehouse()
     out = Path(out_dir)
@@ -168,10 +166,6 @@ def write_markdown(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode
     for e in load(wh, mode):
         p = out / f"{e['experiment']}{'.quick' if e['mode'] == 'quick' else ''}.md"
         atomic_write_text(p, markdown(e))
-        paths.append(p)
-    if mode is None:
-        p = out / BENCHMARKS_PAGE
-        atomic_write_text(p, benchmarks_markdown(load_benchmarks(wh)))
         paths.append(p)
     return paths
 

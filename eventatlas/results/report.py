@@ -396,7 +396,7 @@ BENCHMARKS_PAGE = "benchmarks.md"
 
 
 def _md(v: Any) -> str:
-    from .experiments.results import _md_escape  # the experiment pages' table-cell escape
+    from .experiments import _md_escape  # the experiment pages' table-cell escape
 
     return "" if v is None else _md_escape(v)
 
@@ -435,6 +435,22 @@ def _bench_md_row(r: dict[str, Any], first: list[Any]) -> str:
              f"**{_num(r['ratio'], '×')}**" if r["ratio"] is not None and r["ratio"] > 1 else _num(r["ratio"], "×"),
              _machine(r), _load(r), r["code_version"]]
     return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def write_pages(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode: str | None = None) -> list[Path]:
+    """The Markdown results pages (``report --markdown DIR``): one per experiment (and mode, see
+    :func:`experiments.write_markdown`) and, unless ``mode`` picks one, the benchmarks page
+    (``benchmarks.md``), each written atomically; returns the paths."""
+    from ..io import atomic_write_text
+    from .experiments import write_markdown
+
+    wh = wh or Warehouse()
+    paths = write_markdown(out_dir, wh, mode)
+    if mode is None:
+        p = Path(out_dir) / BENCHMARKS_PAGE
+        atomic_write_text(p, benchmarks_markdown(load_benchmarks(wh)))
+        paths.append(p)
+    return paths
 
 
 def write_report(out: str | os.PathLike, warehouse: Warehouse | None = None) -> Path:
