@@ -404,3 +404,19 @@ def test_html_page_carries_the_graph_data_safely(tmp_path):
     assert [n["name"] for n in data["nodes"]] == ["x </script><b>", "y"]
     assert data["links"][0]["score"] is None and data["sentences"] == {"m1": "They [met] ."}
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # offline: nothing fetched
+
+
+def test_ace_mapping_is_keyed_by_the_type_ids_the_ace_labels_use():
+    """The ACE hand mapping names `Justice.Appeal`, as the ace2005 / textee_ace05 labels do: an exact
+    lookup (the cluster-linking evaluation's) finds the gold frame of every ACE subtype."""
+    from eventatlas.evaluation.naming import framenet_linking, read_mapping, valid_frames
+    from eventatlas.readers.ace2005 import TYPES
+
+    ace = read_mapping(G.mapping_path("ACE"))
+    assert set(ace) == {t for t in TYPES if "." in t}
+    assert ace["Justice.Appeal"] == ["Appeal"] and ace["Conflict.Attack"] == ["Attack"]
+    # two clusters of ACE-labelled mentions; the Appeal cluster's centroid is nearest the Appeal frame
+    x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    m, rows = framenet_linking(x, ["Justice.Appeal", "Justice.Appeal", "Conflict.Attack"], [0, 0, 1],
+                               ["Appeal", "Attack"], np.array([[1.0, 0.0], [0.0, 1.0]]), valid_frames(ace, {}))
+    assert m["linking_unmapped_clusters"] == 0 and [r["rank"] for r in rows] == [1, 1]
