@@ -405,3 +405,68 @@ def test_html_page_carries_the_graph_data_safely(tmp_path):
     assert [n["name"] for n in data["nodes"]] == ["x </script><b>", "y"]
     assert data["links"][0]["score"] is None and data["sentences"] == {"m1": "They [met] ."}
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # offline: nothing fetched
+
+
+def test_ace_mapping_is_keyed_by_the_type_ids_the_ace_labels_use():
+    """The ACE hand mapping names `Justice.Appeal`, as the ace2005 / textee_ace05 labels do: an exact
+    lookup (the cluster-linking evaluation's) finds the gold frame of every ACE subtype."""
+    from eventatlas.evaluation.naming import framenet_linking, read_mapping, valid_frames
+    from eventatlas.readers.ace2005 import TYPES
+
+    ace = read_mapping(G.mapping_path("ACE"))
+    assert set(ace) == {t for t in TYPES if "." in t}
+    assert ace["Justice.Appeal"] == ["Appeal"] and ace["Conflict.Attack"] == ["Attack"]
+    # two clusters of ACE-labelled mentions; the Appeal cluster's centroid is nearest the Appeal frame
+    x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    m, rows = framenet_linking(x, ["Justice.Appeal", "Justice.Appeal", "Conflict.Attack"], [0, 0, 1],
+                               ["Appeal", "Attack"], np.array([[1.0, 0.0], [0.0, 1.0]]), valid_frames(ace, {}))
+    assert m["linking_unmapped_clusters"] == 0 and [r["rank"] for r in rows] == [1, 1]
+
+
+def test_code_only_changes_rebuild_nothing_and_a_version_bump_rebuilds_its_kind(eventatlas_env, monkeypatch):
+    """Fingerprints hold the inputs and the part kind's version, not the code version."""
+    from eventatlas.atlas import build as B
+    from eventatlas.atlas.link import LinkConfig
+
+    _ingest(["maven_sentences", "framenet"])
+    cfg = LinkConfig(precision="fp32")
+    first = B.build(cfg=cfg, runs=[])
+    assert first.built and not first.kept
+    monkeypatch.setattr("eventatlas.results.runinfo.code_version", lambda: "another-commit")
+    monkeypatch.setattr("eventatlas.results.records.code_version", lambda: "another-commit")
+    monkeypatch.setattr("eventatlas.__version__", "99.0", raising=False)
+    same = B.build(cfg=cfg, runs=[])
+    assert same.built == [] and sorted(same.kept) == sorted(first.built)
+    monkeypatch.setitem(B.VERSIONS, "learned", B.VERSIONS["learned"] + 1)
+    bumped = B.build(cfg=cfg, runs=[])
+    assert bumped.built == [p for p in first.built if p.startswith("learned/")] and bumped.built
+    assert all(not p.startswith("learned/") for p in bumped.kept)
+
+
+def test_repeated_full_builds_keep_one_set_of_metric_rows(eventatlas_env):
+    """A rebuild replaces the atlas's scores in the warehouse: one row per (setting, scorer, metric)."""
+    from eventatlas.atlas.build import build, record_id, write_record
+    from eventatlas.atlas.link import LinkConfig
+    from eventatlas.results.publishing import publish_atlas, publish_records
+    from eventatlas.results.warehouse import Warehouse
+
+    _ingest(["maven_sentences", "framenet", "ontoevent"])
+    cfg = LinkConfig(precision="fp32")
+    counts = []
+    for _ in range(2):
+        rep = build(cfg=cfg, runs=[], full=True)
+        rec = write_record(rep, encoders=[None], cfg=cfg)
+        assert rec.parent.name == record_id(rep.root)
+        publish_atlas(rep.root)
+        publish_records([rec])
+        m = Warehouse().query("SELECT run_id, dataset, split, variant, metric, count(*) AS n FROM metrics "
+                              "WHERE task = 'atlas' GROUP BY ALL")
+        assert set(m.run_id) == {record_id(rep.root)} and (m.n == 1).all()
+        counts.append(len(m))
+    assert counts[0] == counts[1] > 0
+    # an incremental build that scores one pair again still publishes every pair's rows
+    rep = build(cfg=cfg, runs=[], pairs=[("maven_subset_sample", "framenet_sample")], prune=False, full=True)
+    publish_records([write_record(rep, encoders=[None], cfg=cfg)])
+    assert Warehouse().query("SELECT count(*) AS n FROM metrics WHERE task = 'atlas'").n[0] == counts[0]
+    assert {"maven_subset_sample", "ontoevent_maven_sample"} <= set(
+        Warehouse().query("SELECT DISTINCT dataset FROM metrics WHERE task = 'atlas'").dataset)

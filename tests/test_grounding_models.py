@@ -347,7 +347,7 @@ def test_cross_task_masks_training_titles_with_the_encoders_tokens(sample_world)
     from eventatlas.grounding import biencoder as B
     from eventatlas.grounding import crossencoder as X
     from eventatlas.grounding.data import load
-    from eventatlas.modeling import MentionEncoder
+    from eventatlas.modeling.mention_encoder import MentionEncoder
 
     root, model = sample_world
     gd = load(root / "fng")

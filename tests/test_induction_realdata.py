@@ -28,8 +28,8 @@ def test_mappings_name_real_framenet_frames():
         bad = sorted({f for fs in m.values() for f in fs} - frames)
         assert not bad, f"{name}: not FrameNet 1.7 frames: {bad}"
     ace = read_mapping(MAPS / "ace_framenet.tsv")
-    assert len(ace) == 33 and ace["Injure"] == ["Cause_harm", "Experience_bodily_harm"]
-    assert ace["Meet"] == ["Make_acquaintance", "Meet_with", "Come_together"] and ace["Die"] == ["Death"]
+    assert len(ace) == 33 and ace["Life.Injure"] == ["Cause_harm", "Experience_bodily_harm"]
+    assert ace["Contact.Meet"] == ["Make_acquaintance", "Meet_with", "Come_together"] and ace["Life.Die"] == ["Death"]
     rel = json.loads(shared_path("ontoevent_maven", "event_relation.json").read_text())
     types = {m["event_type"] for ps in rel.values() for p in ps for m in p if isinstance(m, dict)}
     onto = read_mapping(MAPS / "ontoevent_framenet.tsv")

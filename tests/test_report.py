@@ -172,3 +172,70 @@ def test_report_flow_writes_the_page(eventatlas_env, tmp_path):
     page = _Cells()
     page.feed(out.read_text(encoding="utf-8"))
     assert len(page.cells) == 7 and {r["data-run"] for r in page.runs} == {"u0", "u1", "ba0", "bad"}
+
+
+def _atlas_warehouse(tmp_path: Path) -> tuple[Warehouse, list[str]]:
+    """The report's warehouse plus a small atlas (two inventories, a declared and two learned links)
+    whose evidence mentions are real mentions of the ingested MAVEN sample (so sentences resolve)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from eventatlas import config
+    from eventatlas.atlas.inventory import NODES
+    from eventatlas.atlas.links import LINKS, link_row
+    from eventatlas.data.ingest import ingest_samples
+    from eventatlas.io import atomic_write_json, sha256_file, write_parquet
+    from eventatlas.results.publishing import publish_atlas
+
+    wh = _warehouse(tmp_path)
+    ingest_samples(names=["maven_sentences"])
+    m = pq.read_table(config.datasets_dir() / "maven_subset_sample" / "mentions.parquet",
+                      columns=["mention_id", "labels"]).to_pylist()
+    ev = [r["mention_id"] for r in m if "Attack" in (r["labels"] or [])][:2]
+    nodes = [{"node_id": f"{i}::{t}", "inventory": i, "kind": "type", "type_id": t, "name": t, "n_mentions": n,
+              "ontology": o, "evidence_mention_ids": []}
+             for i, o, ts in (("maven", "MAVEN", ("Attack", "Arriving", "Riot")), ("fn", "FrameNet", ("Attack", "Arriving")))
+             for t, n in zip(ts, (3, 2, 1))]
+    links = [link_row("maven::Attack", "fn::Attack", "maps_to", kind="declared", method="hand mapping"),
+             link_row("maven::Attack", "fn::Attack", "learned:combined", kind="learned", method="combined", score=0.9,
+                      raw_score=0.9, rank=1, evidence=ev),
+             link_row("maven::Riot", "fn::Attack", "learned:combined", kind="learned", method="combined", score=0.4,
+                      raw_score=0.4, rank=1)]
+    root = tmp_path / "atlas"
+    parts = {}
+    for name, kind, table in (("nodes/all", "nodes", pa.Table.from_pylist(nodes, schema=NODES)),
+                              ("learned/all", "learned", pa.Table.from_pylist(links, schema=LINKS))):
+        p = write_parquet(table, root / kind / "all.parquet")
+        parts[name] = {"kind": kind, "fingerprint": "f", "path": str(p.relative_to(root)), "rows": table.num_rows,
+                       "sha256": sha256_file(p)}
+    atomic_write_json(root / "manifest.json", {"format": 1, "parts": parts})
+    publish_atlas(root)
+    return wh, ev
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_atlas_page_in_headless_chromium(eventatlas_env, tmp_path):
+    """The report links its atlas page; in a real browser the page draws every node, finds a type from
+    the address (#q=...), rings it, and lists its links with the evidence sentences; no console errors."""
+    _, ev = _atlas_warehouse(tmp_path)
+    out = tmp_path / "report.html"
+    r = CliRunner().invoke(app, ["report", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.with_name("report_atlas.html")
+    assert page.exists() and 'href="report_atlas.html"' in out.read_text(encoding="utf-8")
+    assert "http" not in page.read_text(encoding="utf-8").replace("http://www.w3.org/2000/svg", "")  # offline
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+             f"--user-data-dir={tmp_path / 'chromium'}", "--enable-logging=stderr", "--log-level=0"]
+    r = subprocess.run(flags + ["--dump-dom", page.resolve().as_uri() + "#q=attack"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln] == []
+    dom = r.stdout
+    assert re.search(r'<svg id="g"[^>]*data-nodes="5"', dom) and dom.count("<circle") == 5
+    assert re.search(r'data-edges="3"', dom)  # the declared link + the combined scorer's two rank-1 links
+    assert 'data-selected="fn::Attack"' in dom  # the first exact match (nodes in id order)
+    assert re.search(r'<div id="hits" data-hits="2">', dom)  # both Attack nodes match (Riot does not)
+    info = dom[dom.index('<div id="info">'):]
+    assert "maps_to" in info and "combined #1" in info
+    assert re.search(r'<div class="ev">[^<]*\[[^<\]]+\][^<]*</div>', info)  # an evidence sentence, trigger in brackets
+    assert 'class="sel"' in dom

@@ -6,12 +6,20 @@ The atlas directory (default ``<data root>/atlas``) holds one Parquet *part* per
 * ``nodes/<inventory>``: an inventory's nodes (the dataset's fingerprint, or the run's assignments hash);
 * ``declared/<inventory>``: its declared links (+ the mapping file and the FrameNet inventories present);
 * ``learned/<source>__<target>__<encoder>``: the learned links of one pair with one encoder (both
-  inventories' fingerprints, the encoder's fingerprint and the link configuration).
+  inventories' fingerprints, the encoder's fingerprint and the link configuration), with the pair's
+  metric rows against the gold.
+
+Fingerprints hold what a part is computed from (data, mapping file, encoder weights, link
+configuration) and the part kind's version in :data:`VERSIONS`, never the code version: a code change
+that leaves links as they were (a refactor, a new command, a fix elsewhere) rebuilds nothing, and one
+that changes what a part holds bumps its kind's version, which rebuilds that kind only.
 
 :func:`build` rebuilds a part only when its fingerprint changed (``full=True`` rebuilds all), and drops
 the parts of inventories that are gone: a new dataset or run adds its nodes and links and leaves the
 rest alone. The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in
-the warehouse; the metric rows of the pairs scored now go into one run record (task ``atlas``).
+the warehouse. The metric rows of every scored pair of the atlas go into one run record (task ``atlas``)
+whose run id is the atlas's identity (:func:`record_id`, from its directory): a rebuild replaces its
+rows in the warehouse instead of adding a copy.
 """
 from __future__ import annotations
 
@@ -34,6 +42,9 @@ from .inventory import Inventory, cluster_inventories, dataset_inventory
 from .link import LinkConfig, encoder_label, gold_mapping, link_pair
 
 log = logging.getLogger(__name__)
+# bump a kind's version when a code change alters what its parts hold (node columns, declared relations,
+# scorers / calibration / gold scoring): the parts of that kind rebuild, the others stay
+VERSIONS = {"nodes": 1, "declared": 1, "learned": 1}
 
 
 def atlas_dir() -> Path:
@@ -111,6 +122,7 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
     fns = [i for i in invs if i.ontology == "FrameNet" and i.kind == "type"]
 
     def part(name: str, fingerprint: str, make, kind: str) -> None:
+        fingerprint = _fp(VERSIONS[kind], fingerprint)
         path = root / kind / f"{_slug(name.split('/', 1)[1])}.parquet"
         prev = old.get(name)
         if not full and prev and prev.get("fingerprint") == fingerprint and (root / prev["path"]).exists():
@@ -150,7 +162,7 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
                 rep.pairs.append(res.info)
                 log.info("atlas %s -> %s (%s): %d links in %.1fs", A.key, B.key, res.info["encoder"],
                          res.links.num_rows, res.info["seconds"])
-                return res.links, {"info": res.info}
+                return res.links, {"info": res.info, "metrics": res.metrics}
 
             part(name, fp, make, "learned")
     if not prune:
@@ -168,26 +180,44 @@ def read_part(root: str | Path, name: str):
     return pq.read_table(Path(root) / man["parts"][name]["path"])
 
 
+def record_id(root: str | Path) -> str:
+    """The run id of an atlas's scores: one per atlas directory, so each rebuild replaces its rows."""
+    return "atlas-" + hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
+
+
+def atlas_metrics(root: str | Path) -> list[dict[str, Any]]:
+    """The metric rows of every learned part of the atlas, once each: the name scorer reads no mentions,
+    so its rows, the same under every encoder, are kept once."""
+    seen, rows = set(), []
+    for _name, p in sorted(read_atlas_manifest(root)["parts"].items()):
+        for r in p.get("metrics") or []:
+            key = tuple(r.get(k) for k in ("dataset", "split", "setting", "representation", "variant", "metric", "seed"))
+            if key not in seen:
+                seen.add(key)
+                rows.append(r)
+    return rows
+
+
 def write_record(report: BuildReport, *, encoders: Sequence[str | None], cfg: LinkConfig, flow: str = "atlas") -> Path | None:
-    """The run record of a build whose pairs were scored against the gold (None when nothing was scored):
-    ``runs/<atlas-...>/run.json`` with the metric rows (task ``atlas``), for the publish path."""
+    """The run record of the atlas's scores (task ``atlas``), written when this build built or removed a
+    learned part (None otherwise, or when no pair has a gold): ``runs/<record_id>/run.json`` holds the
+    metric rows of every scored pair in the atlas now, under the one run id of the atlas
+    (:func:`record_id`), so publishing it replaces what the previous build published."""
     from ..results.records import finish_record, new_record, write_metrics
     from ..results.records import write_record as write_run
-    from ..results.runinfo import new_run_id
 
-    if not report.metrics:
+    if not any(n.startswith("learned/") for n in report.built + report.removed):
         return None
-    seen, rows = set(), []
-    for r in report.metrics:  # the name scorer's rows repeat once per encoder: keep one
-        key = tuple(r.get(k) for k in ("dataset", "split", "setting", "variant", "metric"))
-        if key not in seen:
-            seen.add(key)
-            rows.append(r)
-    run_id = new_run_id("atlas")
+    rows = atlas_metrics(report.root)
+    if not rows:
+        return None
+    run_id = record_id(report.root)
     run_dir = config.runs_dir() / run_id
+    parts = read_atlas_manifest(report.root)["parts"]
     rec = new_record(run_id, flow=flow, task="atlas", method="atlas",
                      params={"encoders": [encoder_label(e) for e in encoders], "link_config": cfg.as_dict(),
-                             "pairs": report.pairs, "atlas": report.root},
+                             "pairs": [p["info"] for n, p in sorted(parts.items()) if p.get("info")],
+                             "atlas": report.root},
                      data_fingerprints={}, seed=cfg.seed, device="cpu")
     write_metrics(rec, rows, run_dir)
     return write_run(run_dir, finish_record(rec, "completed"))

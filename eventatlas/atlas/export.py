@@ -1,7 +1,7 @@
 """Writing the atlas out: CSV, JSON lines, or SKOS in RDF Turtle.
 
 ``csv`` / ``jsonl``: ``atlas_nodes.<ext>`` and ``atlas_links.<ext>`` (list columns as ``|``-joined text in
-CSV, arrays in JSON). ``html``: ``atlas.html``, an offline interactive graph (:mod:`.html`). ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
+CSV, arrays in JSON). ``html``: ``atlas.html``, an offline interactive graph (:mod:`eventatlas.results.atlas_page`). ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
 ``skos:Concept`` per node (``skos:prefLabel``, ``skos:definition``, ``skos:inScheme``), declared links as
 SKOS relations where SKOS has one (a hand mapping -> ``skos:closeMatch``; a parent relation ->
 ``skos:broader``) and every link, declared or learned, as an ``ea:Link`` resource carrying its
@@ -99,7 +99,7 @@ def export(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, Any]
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     out = Path(out_dir)
     if fmt == "html":
-        from .html import write_html
+        from ..results.atlas_page import write_html
 
         return [write_html(nodes, links, out, sentences)]
     if fmt == "skos":

@@ -138,7 +138,7 @@ def show_cmd(
 ) -> None:
     """A type's neighbourhood across inventories: declared links, the best learned links per scorer with
     their scores, and the evidence sentences behind them."""
-    from ..atlas.query import neighbourhood
+    from ..results.atlas_query import neighbourhood
     from ..results.warehouse import WarehouseError
 
     try:
@@ -168,7 +168,7 @@ def export_cmd(
 ) -> None:
     """Write the atlas (from the warehouse) as CSV, JSON lines, SKOS/RDF Turtle or one offline HTML page."""
     from ..atlas.export import FORMATS, export
-    from ..atlas.query import all_rows, evidence_sentences
+    from ..results.atlas_query import all_rows, evidence_sentences
     from ..results.warehouse import WarehouseError
 
     if fmt not in FORMATS:

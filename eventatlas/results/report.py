@@ -9,7 +9,10 @@ trained methods' (artifacts ``plot/projection/...`` and ``plot/umap/...``), the 
 as data URIs), the wiki
 event-grounding builds with their diff to the previous build, the benchmarks (per benchmark the latest
 ratio against its baseline with both arms and the machine, and its history over code versions), and
-the run table (config, code version, data fingerprint, device, status, error).
+the run table (config, code version, data fingerprint, device, status, error). When the warehouse
+holds an atlas, the report links its atlas page, ``<report>_atlas.html`` beside it: the searchable,
+offline, interactive graph of :mod:`eventatlas.results.atlas_page` (inline SVG and JavaScript, no library, no
+CDN), with the atlas's counts in the report.
 
 Charts are inline SVG written here (no JavaScript, no CDN, no image files), so the page works
 offline and opens anywhere. Numbers in cells carry ``data-*`` attributes (the raw value) so a test
@@ -87,7 +90,33 @@ def load(wh: Warehouse) -> dict[str, Any]:
             diffs = [dict(zip(dcols, r)) for r in drows]
     return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
             "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path),
-            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh)}
+            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh), "atlas": load_atlas(wh, tables)}
+
+
+def load_atlas(wh: Warehouse, tables: list[tuple] | None = None) -> dict[str, Any] | None:
+    """The atlas's counts (nodes per inventory, links per kind and relation); None without one."""
+    if tables is None:
+        _, tables = wh.query_rows("SELECT table_name FROM information_schema.tables")
+    if "atlas_nodes" not in {t[0] for t in tables}:
+        return None
+    _, inv = wh.query_rows("SELECT inventory, any_value(kind), count(*) FROM atlas_nodes GROUP BY inventory ORDER BY inventory")
+    if not inv:
+        return None
+    _, links = wh.query_rows("SELECT kind, coalesce(method, relation), count(*) FROM atlas_links "
+                             "GROUP BY ALL ORDER BY 1, 2")
+    return {"inventories": inv, "links": links}
+
+
+def _atlas_html(atlas: dict[str, Any] | None, page: str | None) -> str:
+    if not atlas:
+        return '<p class="muted">No atlas in this warehouse (<code>eventatlas atlas build</code> makes one).</p>'
+    rows = "".join(f"<tr><td>{_e(i)}</td><td>{_e(k)}</td><td class=\"num\">{n:,}</td></tr>" for i, k, n in atlas["inventories"])
+    lrows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(m)}</td><td class=\"num\">{n:,}</td></tr>" for k, m, n in atlas["links"])
+    link = (f'<p><a id="atlas-page" href="{_e(page)}">Open the atlas page</a>: a searchable, interactive graph of '
+            f'every inventory and link, with the evidence sentences (works offline).</p>') if page else ""
+    return (f"{link}<div class=\"side\"><table><thead><tr><th>inventory</th><th>nodes</th><th>count</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table><table><thead><tr><th>link kind</th><th>scorer / source</th><th>links</th>"
+            f"</tr></thead><tbody>{lrows}</tbody></table></div>")
 
 
 def _experiments(wh: Warehouse) -> list[dict[str, Any]]:
@@ -311,6 +340,7 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
     parts.append(f"<h2 id=\"plots\">Plots</h2>{_plots_html(data.get('plots') or [])}")
     parts.append(f"<h2 id=\"wiki\">Wiki event-grounding builds</h2>"
                  f"{_wiki_html(data.get('builds') or [], data.get('diffs') or [])}")
+    parts.append(f"<h2 id=\"atlas\">Atlas</h2>{_atlas_html(data.get('atlas'), data.get('atlas_page'))}")
     parts.append(f"<h2 id=\"benchmarks\">Benchmarks</h2>{benchmarks_html(data.get('benchmarks') or [])}")
     parts.append(f"<h2 id=\"runs\">Runs</h2>{_runs_html(data['runs'])}</body></html>")
     return "\n".join(parts)
@@ -458,7 +488,19 @@ def write_report(out: str | os.PathLike, warehouse: Warehouse | None = None) -> 
     wh = warehouse or Warehouse()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    data = load(wh)
+    if data["atlas"]:
+        data["atlas_page"] = write_atlas_page(out.with_name(f"{out.stem}_atlas.html"), wh).name
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render(load(wh)), encoding="utf-8")
+    tmp.write_text(render(data), encoding="utf-8")
     os.replace(tmp, out)
     return out
+
+
+def write_atlas_page(out: Path, wh: Warehouse) -> Path:
+    """The atlas page (:func:`eventatlas.results.atlas_page.write_html`) from the warehouse's atlas."""
+    from .atlas_page import write_html
+    from .atlas_query import all_rows, evidence_sentences
+
+    nodes, links = all_rows(wh.path)
+    return write_html(nodes, links, out.parent, evidence_sentences(links, warehouse_path=wh.path), name=out.name)
