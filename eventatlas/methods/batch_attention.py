@@ -51,6 +51,12 @@ class BatchAttentionConfig(MethodConfig):
     n_unseen: Optional[int] = Field(None, ge=2)
     unseen_min_mentions: int = Field(1, ge=1)
     unseen_seed: int = 0
+    # a sentence-disjoint hold-out (see data.select_labelled): training runs on part "train", never seeing
+    # the held-out sentences; `eventatlas evaluate RUN --params '{"part": "heldout"}'` scores the saved model
+    # on the held-out sentences' unseen-type mentions
+    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
+    heldout_seed: int = 0
+    part: Literal["train", "heldout"] = "train"
     lu_pos: Optional[str] = None
     n_clusters: Optional[int] = Field(None, ge=2)
     k_manifold: Optional[int] = Field(None, ge=2)

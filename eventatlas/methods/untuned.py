@@ -48,6 +48,11 @@ class UntunedConfig(MethodConfig):
     n_unseen: Optional[int] = Field(None, ge=2)
     unseen_min_mentions: int = Field(1, ge=1)
     unseen_seed: int = 0
+    # a sentence-disjoint hold-out, as batch_attention's (data.select_labelled): part "heldout" clusters only
+    # the held-out sentences' unseen-type mentions, the frozen baseline of a model evaluated there
+    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
+    heldout_seed: int = 0
+    part: Literal["train", "heldout"] = "train"
     trigger_markers: bool = False  # "[ trigger ]" in every input (modeling.inputs.mark_triggers), as batch_attention's option
     representations: Optional[list[Representation]] = None
     clusterings: Optional[list[Algorithm]] = None
@@ -100,7 +105,8 @@ def _induction(man, out_dir: Path, seed: int, cfg: UntunedConfig, device: str, r
     sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
                           seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
                           seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
-                          unseen_seed=cfg.unseen_seed)
+                          unseen_seed=cfg.unseen_seed, heldout_sentences=cfg.heldout_sentences,
+                          heldout_seed=cfg.heldout_seed, part=cfg.part)
     reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
     algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
     only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
