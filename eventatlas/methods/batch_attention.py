@@ -200,7 +200,7 @@ def apply(model, ctx: MethodContext) -> MethodResult:
                                    [ends[i] for i in ev], rep)
         with torch.inference_mode():
             emb = embed_fqk(m, items, rep, device=ctx.device, precision=card.precision or "fp32",
-                            batch_size=cfg.eval_batch_size)
+                            batch_size=cfg.eval_batch_size, progress=f"apply {name} {rep}")
         files[name] = str(save_npz(out_dir / rep / "epochs" / f"{name}.npz", emb))
     summary = {"chosen_epoch": {}, "stop_rule": None, "epoch_files": [files["applied"]],
                "untuned_file": files["untuned"], "unseen_mention_ids": [sel.mention_ids[i] for i in ev],
