@@ -448,3 +448,21 @@ def test_heldout_sentences_are_disjoint_deterministic_and_recorded():
         select_labelled(table, part="heldout")
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         heldout_sentence_mask([t], 1.0)
+
+
+def test_heldout_part_flows_from_the_method_configs():
+    """batch_attention's protocol and untuned's config carry the hold-out into the selection; a training
+    config's hold-out with ``part: heldout`` (what ``eventatlas evaluate RUN --params`` adds) selects the
+    held-out part."""
+    from eventatlas.induction.protocol import select_mentions
+    from eventatlas.methods.batch_attention import BatchAttentionConfig
+    from eventatlas.methods.untuned import UntunedConfig
+
+    table = _sentences_table(COUNTS)
+    trained = BatchAttentionConfig(n_unseen=3, unseen_min_mentions=10, heldout_sentences=0.3)
+    applied = trained.model_copy(update={"part": "heldout"})
+    a, b = select_mentions(table, trained, 0), select_mentions(table, applied, 0)
+    assert set(a.sentences).isdisjoint(b.sentences) and b.record["heldout"]["part"] == "heldout"
+    assert UntunedConfig(heldout_sentences=0.3, part="heldout").part == "heldout"
+    with pytest.raises(ValueError):
+        BatchAttentionConfig(heldout_sentences=1.5)
