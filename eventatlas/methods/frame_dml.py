@@ -99,8 +99,9 @@ def apply(model, ctx: MethodContext) -> MethodResult:
     The frozen encoder on the same data is ``eventatlas train frame_dml DATASET`` with ``losses: [vanilla]``
     (and the same ``exclude_verbs_of``)."""
     loss = (model.card.inference.get(model.selected or model.card.encoder) or {}).get("loss") or "saved"
+    # nothing trains here: the training-only keys go, so the rows' setting is the vanilla baseline's
     ctx.config = ctx.config.model_copy(update={"model_id": model.ref, "losses": ["vanilla"], "save_model": False,
-                                               "select_epoch": False})
+                                               "select_epoch": False, "train_cap_per_lu": None})
     result = ctx.result()
     cross_validate(ctx, result)
     for r in result.metrics:
