@@ -202,3 +202,40 @@ def test_full_test_fold_unless_max_test(eventatlas_env, monkeypatch):
     n = {m["setting"]: m["value"] for m in sub.metrics
          if m["split"] == "test" and m["metric"] == "n_frames" and m["clustering"] == "one_step"}
     assert list(n) == ["fold 0, test<= 10"] and n["fold 0, test<= 10"] <= 10
+
+
+@pytest.mark.timeout(300)
+def test_saved_model_applies_with_the_frame_dml_protocol(eventatlas_env):
+    """``eventatlas evaluate`` of a saved frame_dml model runs this method's protocol without training: its rows
+    equal a vanilla run whose encoder is the saved one, labelled with the trained loss; ``exclude_verbs_of``
+    drops exactly the verbs of the model's training and dev sets."""
+    from eventatlas.data.verbsplit import fold_roles, frame_mentions, split_verbs
+    from eventatlas.framedml.protocol import model_verbs
+    from eventatlas.methods import get_spec
+    from eventatlas.run.runner import evaluate_model, run_method
+
+    ds = _ingest_sample(eventatlas_env)
+    model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
+    common = dict(alphas=[0.0, 1.0], precision="fp32", projection=False, ranking=False)
+    rec = json.loads(run_method("frame_dml", ds, seed=0, device="cpu", params=dict(
+        model_id=str(model), losses=["adacos"], folds=[0], **common,
+        train={"epochs": 1, "batch_size": 8, "lr": 3e-3, "precision": "fp32", "threads": 1})).read_text())
+    assert rec["run"]["status"] == "completed", rec["run"].get("error")
+    ref = f"run:{rec['run']['run_id']}"
+    ev = json.loads(evaluate_model(ref, ds, seed=0, device="cpu", params={"folds": [1]}).read_text())
+    assert ev["run"]["status"] == "completed", ev["run"].get("error")
+    assert (ev["run"]["task"], ev["run"]["method"]) == ("evaluate", "frame_dml")
+    from eventatlas.results.records import load_metrics
+
+    test = [r for r in load_metrics(ev) if r["split"] == "test" and r["task"] == "induction"]
+    assert test and {r["variant"] for r in test} == {"adacos"} and {r["trained_on"] for r in test} == {"fn_verbs_sample"}
+    vanilla = get_spec("frame_dml").runner()(ds, eventatlas_env / "as_vanilla", seed=0, model_id=ref,
+                                             losses=["vanilla"], folds=[1], **common)
+    want = {(r["representation"], r["clustering"], r["metric"]): r["value"] for r in vanilla.metrics
+            if r["split"] == "test" and r["task"] == "induction"}
+    got = {(r["representation"], r["clustering"], r["metric"]): r["value"] for r in test}
+    assert got == pytest.approx(want) and len(got) == len(want)
+    # the verbs the model saw: fold 0's train (set 2) and dev (set 1) sets of the sample's verb split
+    sets = split_verbs(frame_mentions(ds).verb_frames(), n_sets=3, seed=0)
+    roles = fold_roles(0, 3)
+    assert model_verbs(ref) == set(sets[roles["dev"][0]]) | set(sets[roles["train"][0]])

@@ -398,3 +398,72 @@ def test_untuned_baseline_in_trained_runs_is_clustered_like_the_untuned_method(t
     got = {(r["clustering"], r["metric"]): r["value"] for r in rows
            if r["task"] == "induction" and r["variant"] == "untuned:ft"}
     assert set(got) == set(want) and got == pytest.approx(want)
+
+
+# ----------------------------------------------------------------------------- sentence-disjoint hold-out
+def _sentences_table(counts: dict[str, int], per_sentence: int = 3) -> pa.Table:
+    """Mentions grouped ``per_sentence`` to a sentence; every 7th sentence text recurs under a second id."""
+    labels = [t for t, c in counts.items() for _ in range(c)]
+    labels = [labels[i] for i in np.random.default_rng(0).permutation(len(labels))]
+    n = len(labels)
+    sent = [f"sentence {(i // per_sentence) - ((i // per_sentence) % 7 == 1)} about things" for i in range(n)]
+    return pa.table({"mention_id": [f"m{i}" for i in range(n)], "labels": [[t] for t in labels],
+                     "sentence": sent, "trigger_start": [0] * n, "trigger_end": [8] * n})
+
+
+def test_heldout_sentences_are_disjoint_deterministic_and_recorded():
+    from eventatlas.data.selection import heldout_sentence_mask
+
+    table = _sentences_table(COUNTS)
+    kw = dict(n_unseen=3, unseen_min_mentions=10, unseen_seed=0, heldout_sentences=0.3, heldout_seed=0)
+    train = select_labelled(table, **kw)
+    held = select_labelled(table, part="heldout", **kw)
+    full = select_labelled(table, n_unseen=3, unseen_min_mentions=10, unseen_seed=0)
+    # disjoint by sentence text (recurring texts fall on one side), and the two parts cover the selection
+    assert set(train.sentences).isdisjoint(held.sentences)
+    assert len(train) + len(held) == len(full)
+    assert sorted(train.mention_ids + held.mention_ids) == sorted(full.mention_ids)
+    # the type split is the dataset's in both parts
+    assert train.unseen_types == held.unseen_types == full.unseen_types
+    assert train.seen_types == held.seen_types == full.seen_types
+    # recorded with the draw, the counts and a digest of the held-out texts; same in both parts
+    rt, rh = train.record["heldout"], held.record["heldout"]
+    n_sent = len(set(table["sentence"].to_pylist()))
+    assert rt["n_sentences"] == rh["n_sentences"] == n_sent
+    assert rt["n_heldout_sentences"] == rh["n_heldout_sentences"] == len(set(held.sentences))
+    assert rt["heldout_sha256"] == rh["heldout_sha256"]
+    assert 0.1 < rt["n_heldout_sentences"] / n_sent < 0.5
+    assert train.record["drops"]["heldout_part"]["n"] == len(held)
+    assert (rt["part"], rh["part"]) == ("train", "heldout")
+    # deterministic: another row order gives the same parts; another seed another draw
+    again = select_labelled(table.take(pa.array(np.arange(len(table))[::-1])), part="heldout", **kw)
+    assert sorted(again.mention_ids) == sorted(held.mention_ids)
+    other = select_labelled(table, part="heldout", **{**kw, "heldout_seed": 1})
+    assert other.record["heldout"]["heldout_sha256"] != rh["heldout_sha256"]
+    # the side of a sentence is the hash rule's, by hand for one text
+    import hashlib
+    t = "sentence 0 about things"
+    side = int.from_bytes(hashlib.sha256(f"0:{t}".encode()).digest()[:8], "big") < int(0.3 * 2**64)
+    assert heldout_sentence_mask([t], 0.3, 0)[0] == side
+    with pytest.raises(ValueError, match="needs heldout_sentences"):
+        select_labelled(table, part="heldout")
+    with pytest.raises(ValueError, match=r"in \(0, 1\)"):
+        heldout_sentence_mask([t], 1.0)
+
+
+def test_heldout_part_flows_from_the_method_configs():
+    """batch_attention's protocol and untuned's config carry the hold-out into the selection; a training
+    config's hold-out with ``part: heldout`` (what ``eventatlas evaluate RUN --params`` adds) selects the
+    held-out part."""
+    from eventatlas.induction.protocol import select_mentions
+    from eventatlas.methods.batch_attention import BatchAttentionConfig
+    from eventatlas.methods.untuned import UntunedConfig
+
+    table = _sentences_table(COUNTS)
+    trained = BatchAttentionConfig(n_unseen=3, unseen_min_mentions=10, heldout_sentences=0.3)
+    applied = trained.model_copy(update={"part": "heldout"})
+    a, b = select_mentions(table, trained, 0), select_mentions(table, applied, 0)
+    assert set(a.sentences).isdisjoint(b.sentences) and b.record["heldout"]["part"] == "heldout"
+    assert UntunedConfig(heldout_sentences=0.3, part="heldout").part == "heldout"
+    with pytest.raises(ValueError):
+        BatchAttentionConfig(heldout_sentences=1.5)

@@ -24,8 +24,11 @@ def test_every_params_example_validates():
         for ex in re.findall(r"params[ =]'(\{.*?\})'", line):
             p = json.loads(ex)
             one = re.search(r"eventatlas train (\w+)", line)
+            applied = re.search(r"eventatlas evaluate run:(\w+):", line)
             if one:  # `eventatlas train METHOD` takes the method's own config
                 get_spec(one.group(1)).validate(p)
+            elif applied:  # `eventatlas evaluate run:METHOD:...` takes the config its model is applied with
+                get_spec(get_spec(applied.group(1)).apply_with).validate(p)
             else:
                 validate_params(p, list(p))  # raises on an unknown method or key
             n += 1

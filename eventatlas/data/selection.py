@@ -14,13 +14,20 @@ dropped and why (``LabelledMentions.record``, stored in the run's params):
    ``n_unseen`` types among those with at least ``unseen_min_mentions`` mentions, and the seen types
    are the rest (the ``k_seen`` most frequent of the rest when ``k_seen`` is smaller); the choice is
    recorded under ``record["unseen_choice"]``;
-6. ``max_eval``: a seeded subsample of the unseen mentions, which are the ones clustered and scored.
+6. ``heldout_sentences``: a sentence-disjoint hold-out. A seeded fraction of the distinct sentence texts
+   (``heldout_seed``; a sentence is held out iff a hash of (seed, text) falls below the fraction, so the
+   draw never depends on row order or on the other sentences) is set aside *after* the type split, which
+   stays the dataset's. ``part="train"`` keeps the other sentences' mentions (what a training run sees),
+   ``part="heldout"`` only the held-out ones (what the saved model is evaluated on). The draw is recorded
+   under ``record["heldout"]`` with a digest of the held-out sentences;
+7. ``max_eval``: a seeded subsample of the unseen mentions, which are the ones clustered and scored.
 
 Too little left to evaluate raises :class:`NotApplicable` (the run is recorded as skipped with the
 reason instead of failing).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -142,6 +149,20 @@ def choose_unseen_types(labels: Sequence[str], n: int, *, min_mentions: int = 1,
                   "n_candidates": len(cands), "types": pick, "mentions": {t: int(counts[t]) for t in pick}}
 
 
+def heldout_sentence_mask(sentences: Sequence[str], fraction: float, seed: int = 0) -> np.ndarray:
+    """True for the mentions whose sentence is held out: a sentence is held out iff the first 8 bytes of
+    sha256(f"{seed}:{text}"), read as a fraction of 2**64, fall below ``fraction``. Equal texts always fall on
+    the same side (the hold-out is sentence-disjoint even where a text recurs under another id)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"heldout_sentences must be in (0, 1), got {fraction}")
+    cut = int(fraction * 2**64)
+    side: dict[str, bool] = {}
+    for t in sentences:
+        if t not in side:
+            side[t] = int.from_bytes(hashlib.sha256(f"{seed}:{t}".encode()).digest()[:8], "big") < cut
+    return np.fromiter((side[t] for t in sentences), dtype=bool, count=len(sentences))
+
+
 def _subsample(n: int, cap: int | None, seed: int, salt: int) -> np.ndarray | None:
     """Sorted seeded choice of ``cap`` of ``n`` rows, or None when nothing needs dropping."""
     if not cap or n <= cap:
@@ -165,6 +186,9 @@ def select_labelled(
     n_unseen: int | None = None,
     unseen_min_mentions: int = 1,
     unseen_seed: int = 0,
+    heldout_sentences: float | None = None,
+    heldout_seed: int = 0,
+    part: str = "train",
 ) -> LabelledMentions:
     """See the module docstring. ``source`` is a dataset dir, a mentions Parquet or a table."""
     if isinstance(source, pa.Table):
@@ -237,6 +261,24 @@ def select_labelled(
             drop("unchosen_type", int(left_out.sum()), "type neither among the k_seen seen nor the chosen unseen")
             keep = np.flatnonzero(~left_out)
             table, labels = table.take(pa.array(keep, pa.int64())), labels[keep]
+    heldout = None
+    if heldout_sentences:
+        if part not in ("train", "heldout"):
+            raise ValueError(f"{where}: part must be 'train' or 'heldout', got {part!r}")
+        texts = table["sentence"].to_pylist()
+        mask = heldout_sentence_mask(texts, heldout_sentences, heldout_seed)
+        held = sorted({t for t, m in zip(texts, mask) if m})
+        keep = np.flatnonzero(mask if part == "heldout" else ~mask)
+        drop("heldout_part", len(labels) - len(keep),
+             f"sentence {'not ' if part == 'heldout' else ''}held out (heldout_sentences={heldout_sentences}, "
+             f"heldout_seed={heldout_seed}, part={part})")
+        heldout = {"fraction": float(heldout_sentences), "seed": int(heldout_seed), "part": part,
+                   "n_sentences": len(set(texts)), "n_heldout_sentences": len(held),
+                   "n_mentions_in_part": int(len(keep)),
+                   "heldout_sha256": hashlib.sha256("\n".join(held).encode()).hexdigest()}
+        table, labels = table.take(pa.array(keep, pa.int64())), labels[keep]
+    elif part != "train":
+        raise ValueError(f"{where}: part={part!r} needs heldout_sentences (the fraction of sentences held out)")
     eval_index = np.flatnonzero([t not in seen_set for t in labels])
     drop("seen_type", len(labels) - len(eval_index), "mention of a seen type: trained on, not scored")
     n_unseen = len(eval_index)
@@ -266,6 +308,8 @@ def select_labelled(
     }
     if choice is not None:
         record["unseen_choice"] = choice
+    if heldout is not None:
+        record["heldout"] = heldout
     if len(eval_index) < min_eval_mentions or n_types_eval < min_unseen_types:
         raise NotApplicable(
             f"{where}: only {len(eval_index)} unseen mentions / {n_types_eval} unseen types after selection "

@@ -154,6 +154,45 @@ def _save_fold_model(writer, base, fold: int, keep: dict[str, Any], train_frames
     writer.card.inference[name] = {k: keep[k] for k in ("loss", "margin", "dev", "alpha_one_step", "alpha_two_step")}
 
 
+def model_verbs(ref: str) -> set[str]:
+    """The verbs a saved frame_dml model trained on or chose its epoch by: its fold's train and dev sets of
+    its own dataset's verb split (recomputed from the card's config; that dataset must be ingested)."""
+    from .. import config as paths
+    from ..data.verbsplit import fold_roles, frame_mentions, split_verbs
+    from ..modeling.saved import resolve_ref
+
+    model = resolve_ref(ref)
+    card, c = model.card, model.card.config
+    name = model.selected or card.encoder
+    if card.method != "frame_dml" or not name.startswith("fold"):
+        raise ValueError(f"exclude_verbs_of {ref}: not a frame_dml model with a fold encoder ({card.method}, {name})")
+    src = paths.datasets_dir() / card.trained_on
+    if not (src / "mentions.parquet").exists():
+        raise FileNotFoundError(f"exclude_verbs_of {ref}: its training dataset {card.trained_on!r} is not ingested "
+                                f"here ({src}); its verb split cannot be recomputed")
+    n_sets = int(c.get("n_sets", 3))
+    sets = split_verbs(frame_mentions(src, lu_pos=c.get("lu_pos", "v")).verb_frames(), n_sets=n_sets,
+                       seed=int(c.get("split_seed", 0)))
+    roles = fold_roles(int(name[len("fold"):]), n_sets)
+    return {v for r in ("train", "dev") for i in roles[r] for v in sets[i]}
+
+
+def drop_verbs(fm: Any, verbs: set[str], why: str) -> Any:
+    """``fm`` without the mentions of ``verbs`` (recorded in its selection record)."""
+    import pyarrow as pa
+
+    from ..data.verbsplit import FrameMentions
+
+    keep = np.flatnonzero(~np.isin(fm.verbs, np.array(sorted(verbs), dtype=object)))
+    record = dict(fm.selection)
+    record["excluded_verbs"] = {"of": why, "n_verbs_listed": len(verbs),
+                                "n_verbs_dropped": len(set(fm.verbs.tolist()) & verbs),
+                                "n_verbs_kept": len(set(fm.verbs[keep].tolist())),
+                                "n_mentions_dropped": int(len(fm) - len(keep)), "n_mentions_kept": int(len(keep))}
+    return FrameMentions(fm.table.take(pa.array(keep, pa.int64())), fm.verbs[keep], fm.lus[keep], fm.frames[keep],
+                         record)
+
+
 def cross_validate(ctx: Any, result: Any) -> None:
     """Run the protocol for the method context ``ctx`` (config, manifest, run directory, seed, device) and
     fill ``result`` (metric rows, artifacts, training logs, params)."""
@@ -176,6 +215,8 @@ def cross_validate(ctx: Any, result: Any) -> None:
     cfg, man, seed, device, out_dir, resume = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, ctx.resume
     dataset_dir = ctx.dataset_dir
     fm = frame_mentions(dataset_dir, lu_pos=cfg.lu_pos, seed=seed)
+    if cfg.exclude_verbs_of:
+        fm = drop_verbs(fm, model_verbs(cfg.exclude_verbs_of), cfg.exclude_verbs_of)
     sets = split_verbs(fm.verb_frames(), n_sets=cfg.n_sets, seed=cfg.split_seed)
     set_of = assign(fm.verbs, sets)
     table = dataset_table(fm, set_of)

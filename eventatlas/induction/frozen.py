@@ -37,7 +37,8 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
     sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
                           seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
                           seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
-                          unseen_seed=cfg.unseen_seed)
+                          unseen_seed=cfg.unseen_seed, heldout_sentences=cfg.heldout_sentences,
+                          heldout_seed=cfg.heldout_seed, part=cfg.part)
     reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
     algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
     only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)

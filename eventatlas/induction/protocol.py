@@ -24,7 +24,8 @@ def select_mentions(dataset_dir: str | Path, cfg: Any, seed: int):
     return select_labelled(dataset_dir, k_seen=cfg.k_seen or (None if cfg.n_unseen else 10),
                            seen_types=cfg.seen_types, lu_pos=cfg.lu_pos, max_train=cfg.max_train_mentions,
                            max_eval=cfg.max_mentions, seed=seed, n_unseen=cfg.n_unseen,
-                           unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed)
+                           unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed,
+                           heldout_sentences=cfg.heldout_sentences, heldout_seed=cfg.heldout_seed, part=cfg.part)
 
 
 def save_chosen(writer, model, out: Path, rep: str, epoch: int, cfg: Any) -> None:

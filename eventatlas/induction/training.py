@@ -145,16 +145,22 @@ def mutual_neighbours(f: np.ndarray, index: Sequence[int], k: int, min_cos: floa
 
 @torch.no_grad()
 def embed_fqk(model, items: Sequence[ModelInput], representation: str, *, device: str, precision: str,
-              batch_size: int = 64) -> dict[str, np.ndarray]:
-    """Eval-mode F, Q, K of prepared inputs (length-sorted batches, input order kept)."""
+              batch_size: int = 64, progress: str | None = None) -> dict[str, np.ndarray]:
+    """Eval-mode F, Q, K of prepared inputs (length-sorted batches, input order kept). ``progress``: the
+    description of a progress bar (terminal only) and rate log lines, for long one-off passes (applying a
+    saved model); None for the per-epoch passes inside training."""
+    from contextlib import nullcontext
+
     from ..modeling.device import autocast
+    from ..modeling.encode import EmbedProgress
 
     was = model.training
     model.eval()
     order = np.argsort([-len(it.ids) for it in items], kind="stable")
     out = {k: np.zeros((len(items), model.dim), np.float32) for k in ("F", "Q", "K")}
+    bar = EmbedProgress(len(items), progress) if progress else nullcontext()
     try:
-        with autocast(device, precision):
+        with autocast(device, precision), bar:
             for b0 in range(0, len(items), batch_size):
                 idx = order[b0:b0 + batch_size]
                 b = {k: v.to(device) for k, v in model.encoder.collate([items[i] for i in idx], representation).items()}
@@ -162,6 +168,8 @@ def embed_fqk(model, items: Sequence[ModelInput], representation: str, *, device
                 out["F"][idx] = f.float().cpu().numpy()
                 out["Q"][idx] = model.clusterer.query(f).float().cpu().numpy()
                 out["K"][idx] = model.clusterer.key(f).float().cpu().numpy()
+                if progress:
+                    bar.update(len(idx))
     finally:
         model.train(was)
     return out

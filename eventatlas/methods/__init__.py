@@ -30,7 +30,7 @@ SPECS: dict[str, MethodSpec] = {
     "frame_dml": MethodSpec(
         name="frame_dml", config="eventatlas.methods.frame_dml:FrameDMLConfig", run="eventatlas.methods.frame_dml:run",
         applies_to=frozenset({"typed_mentions"}), tasks=("induction", "retrieval", "training"), gpu="advised",
-        protocol="induction",
+        protocol="induction", apply="eventatlas.methods.frame_dml:apply", apply_with="frame_dml",
         description="supervised frame induction with deep metric learning (Yamada et al. 2023): fine-tune on "
                     "training verbs' frames, cluster unseen verbs' instances (3-fold verb cross-validation)"),
     "swcc": MethodSpec(

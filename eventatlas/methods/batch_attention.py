@@ -51,6 +51,12 @@ class BatchAttentionConfig(MethodConfig):
     n_unseen: Optional[int] = Field(None, ge=2)
     unseen_min_mentions: int = Field(1, ge=1)
     unseen_seed: int = 0
+    # a sentence-disjoint hold-out (see data.select_labelled): training runs on part "train", never seeing
+    # the held-out sentences; `eventatlas evaluate RUN --params '{"part": "heldout"}'` scores the saved model
+    # on the held-out sentences' unseen-type mentions
+    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
+    heldout_seed: int = 0
+    part: Literal["train", "heldout"] = "train"
     lu_pos: Optional[str] = None
     n_clusters: Optional[int] = Field(None, ge=2)
     k_manifold: Optional[int] = Field(None, ge=2)
@@ -194,7 +200,7 @@ def apply(model, ctx: MethodContext) -> MethodResult:
                                    [ends[i] for i in ev], rep)
         with torch.inference_mode():
             emb = embed_fqk(m, items, rep, device=ctx.device, precision=card.precision or "fp32",
-                            batch_size=cfg.eval_batch_size)
+                            batch_size=cfg.eval_batch_size, progress=f"apply {name} {rep}")
         files[name] = str(save_npz(out_dir / rep / "epochs" / f"{name}.npz", emb))
     summary = {"chosen_epoch": {}, "stop_rule": None, "epoch_files": [files["applied"]],
                "untuned_file": files["untuned"], "unseen_mention_ids": [sel.mention_ids[i] for i in ev],

@@ -72,6 +72,9 @@ class FrameDMLConfig(MethodConfig):
     projection_frames: int = Field(10, ge=2)
     projection_max_points: int = Field(2000, ge=50)
     model_id: Optional[str] = None
+    # a saved frame_dml model (run:<id>): drop every instance of a verb that model's training or dev set held
+    # (its fold of its own dataset's verb split), so a cross-dataset score counts only verbs it never saw
+    exclude_verbs_of: Optional[str] = None
     max_length: int = Field(128, ge=8)
     eval_batch_size: int = Field(64, ge=1)
     train: FrameDMLTraining = _TRAIN
@@ -85,4 +88,23 @@ def run(ctx: MethodContext) -> MethodResult:
         raise ValueError(f"folds {bad} outside [0, {cfg.n_sets})")
     result = ctx.result()
     cross_validate(ctx, result)
+    return result
+
+
+def apply(model, ctx: MethodContext) -> MethodResult:
+    """Apply a saved frame_dml model (:class:`eventatlas.modeling.saved.SavedModel`) to the context's FrameNet
+    dataset with this method's own protocol, without training: the dataset's verbs are split into sets as in
+    training, and for each fold of ``folds`` dev decides alpha and the cuts and test is clustered one-step and
+    two-step, the saved encoder taking the frozen one's place (rows: variant = the loss it was trained with).
+    The frozen encoder on the same data is ``eventatlas train frame_dml DATASET`` with ``losses: [vanilla]``
+    (and the same ``exclude_verbs_of``)."""
+    loss = (model.card.inference.get(model.selected or model.card.encoder) or {}).get("loss") or "saved"
+    # nothing trains here: the training-only keys go, so the rows' setting is the vanilla baseline's
+    ctx.config = ctx.config.model_copy(update={"model_id": model.ref, "losses": ["vanilla"], "save_model": False,
+                                               "select_epoch": False, "train_cap_per_lu": None})
+    result = ctx.result()
+    cross_validate(ctx, result)
+    for r in result.metrics:
+        if r.get("variant") == "vanilla":
+            r["variant"] = loss
     return result

@@ -41,6 +41,11 @@ class UntunedConfig(MethodConfig):
     n_unseen: Optional[int] = Field(None, ge=2)
     unseen_min_mentions: int = Field(1, ge=1)
     unseen_seed: int = 0
+    # a sentence-disjoint hold-out, as batch_attention's (data.select_labelled): part "heldout" clusters only
+    # the held-out sentences' unseen-type mentions, the frozen baseline of a model evaluated there
+    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
+    heldout_seed: int = 0
+    part: Literal["train", "heldout"] = "train"
     trigger_markers: bool = False  # "[ trigger ]" in every input (modeling.inputs.mark_triggers), as batch_attention's option
     representations: Optional[list[Representation]] = None
     clusterings: Optional[list[Algorithm]] = None

@@ -360,7 +360,7 @@ def embed_mentions(
     rejects = Rejects(dataset=str(path.parent.name))
     out_dir.mkdir(parents=True, exist_ok=True)
     n_ok, row0 = 0, 0
-    progress = _EmbedProgress(n_rows, f"embed {path.parent.name} {representation}", show)
+    progress = EmbedProgress(n_rows, f"embed {path.parent.name} {representation}", show)
     with progress, atomic_path(npy) as tmp_npy, atomic_path(ids_pq) as tmp_ids:
         # Rows are streamed into an over-allocated memmap, then trimmed to the kept rows.
         arr = np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=(n_rows, encoder.dim(representation)))
@@ -414,7 +414,7 @@ def embed_mentions(
     return npy
 
 
-class _EmbedProgress:
+class EmbedProgress:
     """A tqdm bar over all rows of an embedding job (terminal only, unless ``show``) plus an INFO log
     line at most every ``every_s`` seconds and at the end (rows done, rate)."""
 
