@@ -23,6 +23,7 @@ def test_sample_split_and_not_applicable(eventatlas_env):
     from eventatlas.data.verbsplit import assign, dataset_table, frame_mentions, split_verbs
     from eventatlas.methods import get_spec
     from eventatlas.methods.context import method_runner
+    from eventatlas.methods.context import method_runner
     from eventatlas.methods.base import NotApplicable
 
     ds = _ingest_sample(eventatlas_env)
@@ -158,6 +159,7 @@ def test_select_epoch_keeps_the_dev_best_epoch(eventatlas_env):
     (its dev score is the final dev score) and its number is a training row."""
     from eventatlas.methods import get_spec
     from eventatlas.methods.context import method_runner
+    from eventatlas.methods.context import method_runner
 
     ds = _ingest_sample(eventatlas_env)
     model = tiny_bert(eventatlas_env, pq.read_table(ds / "mentions.parquet", columns=["sentence"]).column(0).to_pylist())
@@ -184,6 +186,7 @@ def test_full_test_fold_unless_max_test(eventatlas_env, monkeypatch):
     wall time of every test clustering and the linkage path the memory ceiling picks are recorded (above
     ``EVENTATLAS_MAX_DENSE_N`` the O(N·d) NN-chain, as on a 23k-instance FN 1.5 fold)."""
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
     from eventatlas.methods.context import method_runner
 
     ds = _ingest_sample(eventatlas_env)
@@ -212,6 +215,7 @@ def test_saved_model_applies_with_the_frame_dml_protocol(eventatlas_env):
     from eventatlas.data.verbsplit import fold_roles, frame_mentions, split_verbs
     from eventatlas.framedml.protocol import model_verbs
     from eventatlas.methods import get_spec
+    from eventatlas.methods.context import method_runner
     from eventatlas.run.runner import evaluate_model, run_method
 
     ds = _ingest_sample(eventatlas_env)
@@ -229,7 +233,7 @@ def test_saved_model_applies_with_the_frame_dml_protocol(eventatlas_env):
 
     test = [r for r in load_metrics(ev) if r["split"] == "test" and r["task"] == "induction"]
     assert test and {r["variant"] for r in test} == {"adacos"} and {r["trained_on"] for r in test} == {"fn_verbs_sample"}
-    vanilla = get_spec("frame_dml").runner()(ds, eventatlas_env / "as_vanilla", seed=0, model_id=ref,
+    vanilla = method_runner(get_spec("frame_dml"))(ds, eventatlas_env / "as_vanilla", seed=0, model_id=ref,
                                              losses=["vanilla"], folds=[1], **common)
     want = {(r["representation"], r["clustering"], r["metric"]): r["value"] for r in vanilla.metrics
             if r["split"] == "test" and r["task"] == "induction"}
