@@ -63,11 +63,26 @@ class SWCCConfig(MethodConfig):
     margin: float = Field(0.5, gt=0)  # the margin-loss ablation
     weighting: Literal["minmax", "log", "uniform"] = "minmax"  # pair weights w (swcc.data.pair_weights)
     max_events: Optional[int] = Field(None, ge=4)  # seeded subsample of the training events (CPU budgets)
+    # more event_cooccurrence datasets trained on beside the run's (names or directories), e.g. the FrameNet
+    # GF triples (`extract-events --from framenet`); extra_max_events subsamples each of them as max_events does
+    extra_datasets: list[str] = Field(default_factory=list)
+    extra_max_events: Optional[int] = Field(None, ge=4)
+    # the evaluated datasets that are dev sets: settings are chosen on their scores (params "dev"), the
+    # others are test sets, never used to choose
+    dev_datasets: list[str] = Field(default_factory=lambda: ["mcnc"])
     eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
     eval_every_epoch: bool = True
     eval_batch_size: int = Field(128, ge=1)
     plot_events: int = Field(2000, ge=10)
     train: SWCCTraining = _TRAIN
+
+
+def _dataset_dir(name: str, what: str) -> Path:
+    """The directory of an ingested dataset given by name or directory."""
+    d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
+    if not (d / "manifest.json").exists():
+        raise ValueError(f"{what} {name!r} is not ingested (no {d / 'manifest.json'})")
+    return d
 
 
 def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
@@ -78,12 +93,7 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
     if cfg.eval_datasets is None:
         mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]
     else:
-        mans = []
-        for name in cfg.eval_datasets:
-            d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
-            if not (d / "manifest.json").exists():
-                raise ValueError(f"eval dataset {name!r} is not ingested (no {d / 'manifest.json'})")
-            mans.append(Manifest.read(d))
+        mans = [Manifest.read(_dataset_dir(name, "eval dataset")) for name in cfg.eval_datasets]
     out = {}
     for m in sorted(mans, key=lambda m: m.dataset):
         t = benchmark_pairs(m.read_table("event_pairs"))
@@ -93,7 +103,24 @@ def _eval_sets(cfg: SWCCConfig) -> dict[str, Any]:
 
 
 def run(ctx: MethodContext) -> MethodResult:
-    """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
+    """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc).
+
+    ``train.threads`` holds for the scoring before and after training too, not only inside the training
+    loop: torch's reduction order, hence the last bits of every cosine and so a hard-similarity tie or
+    rank, follows the intra-op thread count; the count is part of the configuration."""
+    import torch
+
+    from ..device import set_threads
+
+    before = torch.get_num_threads()
+    set_threads(ctx.config.train.threads)
+    try:
+        return _run(ctx)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(ctx: MethodContext) -> MethodResult:
     from ..encode import Encoder
     from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
     from ..modeling import MentionEncoder
@@ -106,8 +133,15 @@ def run(ctx: MethodContext) -> MethodResult:
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
         ctx.dataset_dir
     sw = switches(cfg.variant)
+    from ..data import Manifest
+
+    extra = [_dataset_dir(x, "extra dataset") for x in cfg.extra_datasets]
+    for d in extra:
+        if "event_cooccurrence" not in Manifest.read(d).kinds():
+            raise ValueError(f"extra dataset {d}: not event co-occurrence data (ingest event_tuples or run "
+                             "extract-events)")
     events = load_events(dataset_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
-                         weighting=cfg.weighting)
+                         weighting=cfg.weighting, extra_dirs=extra, extra_max_events=cfg.extra_max_events)
     if len(events) < cfg.train.batch_size and cfg.train.drop_last:
         raise NotApplicable(f"{dataset_dir}: {len(events)} events < one batch of {cfg.train.batch_size} "
                             "(lower train.batch_size)")
@@ -144,6 +178,10 @@ def run(ctx: MethodContext) -> MethodResult:
                                                  variant=cfg.variant)
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     result.params.update({"switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
+                     "extra_datasets": {d.name: Manifest.read(d).data_fingerprint() for d in extra},
+                     "dev_datasets": [x for x in cfg.dev_datasets if x in evals],
+                     "dev": {f"{r['dataset']}/{r['metric']}": r["value"] for r in result.metrics
+                             if r["dataset"] in cfg.dev_datasets},
                      "mlm_head": model.mlm_source, "eval_datasets": sorted(evals), "before_training": before,
                      "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history})
     if sw.prototypes or cfg.n_prototypes:
