@@ -81,21 +81,3 @@ def test_scoring_holds_the_configured_thread_count(monkeypatch):
     ctx = SimpleNamespace(config=SimpleNamespace(train=SimpleNamespace(threads=1)))
     assert swcc.run(ctx) == "result"
     assert seen == [1] and torch.get_num_threads() == before  # pinned for the whole run, then given back
-
-
-def test_mlm_head_probe_leaves_the_global_rng_alone(tiny_model):
-    """Loading the checkpoint as a masked LM (to find a head) must not move the global torch RNG: the
-    linear head drawn after it is the one a bare layer drawn from the seed gets."""
-    import torch
-
-    from eventatlas.modeling import MentionEncoder
-    from eventatlas.swcc.model import mlm_head
-
-    enc = MentionEncoder(str(tiny_model), max_length=16)
-    torch.manual_seed(0)
-    head, source = mlm_head(enc)
-    after = torch.rand(3)
-    torch.manual_seed(0)
-    bare = torch.nn.Linear(enc.hidden_size, enc.model.get_input_embeddings().weight.shape[0])
-    assert source == "linear"
-    assert torch.equal(head.weight, bare.weight) and torch.equal(after, torch.rand(3))

@@ -27,12 +27,8 @@ def mlm_head(encoder, *, load_pretrained: bool = True) -> tuple[nn.Module, str]:
         try:
             from transformers import AutoModelForMaskedLM
 
-            # the probe randomly initialises the head weights a checkpoint lacks from the global RNG, by an
-            # amount that changes between transformers versions; forking keeps the stream the linear head
-            # and every dropout mask draw from the same on every version
-            with torch.random.fork_rng(devices=[]):
-                mlm, info = AutoModelForMaskedLM.from_pretrained(encoder.model_path, output_loading_info=True,
-                                                                 dtype=torch.float32)
+            mlm, info = AutoModelForMaskedLM.from_pretrained(encoder.model_path, output_loading_info=True,
+                                                             dtype=torch.float32)
             for name in HEAD_NAMES:
                 head = getattr(mlm, name, None)
                 if head is not None and not any(k.startswith(name + ".") for k in info.get("missing_keys", [])):
