@@ -118,7 +118,7 @@ def test_train_all_end_to_end(tuples, tiny_model, eventatlas_env):
     ingest("mcnc", samples_dir() / "event_similarity" / "mcnc",
            out_dir=eventatlas_env / "data" / "datasets" / "mcnc_sample", dataset="mcnc_sample")
     params = {"swcc": {"model_id": str(tiny_model), "max_length": 16, "n_prototypes": 3, "plot_events": 20,
-                       "train": {"epochs": 2, "batch_size": 8, "threads": 1, "lr": 1e-3}}}
+                       "dev_datasets": ["mcnc_sample"], "train": {"epochs": 2, "batch_size": 8, "threads": 1, "lr": 1e-3}}}
     out = train_all(methods=["swcc"], seeds=[0], params=params, device="cpu")
     wh = Warehouse()
     runs = wh.query("SELECT params->>'dataset' AS dataset, status, error, params FROM runs WHERE method = 'swcc'")
@@ -127,6 +127,9 @@ def test_train_all_end_to_end(tuples, tiny_model, eventatlas_env):
     params_rec = json.loads(runs.params[0])
     assert params_rec["eval_datasets"] == ["hard_similarity_sample", "mcnc_sample"]
     assert params_rec["events"]["n_events"] == 28 and params_rec["mlm_head"] == "linear"
+    # the dev set's final scores are recorded apart (choices are made on them, never on the test sets)
+    assert params_rec["dev_datasets"] == ["mcnc_sample"] and set(params_rec["dev"]) == {"mcnc_sample/mcnc_acc",
+                                                                                         "mcnc_sample/mcnc_random"}
     m = wh.query("SELECT dataset, metric, value, variant, representation, setting FROM metrics "
                  "WHERE method = 'swcc' ORDER BY dataset, metric")
     assert set(zip(m.dataset, m.metric)) == {("hard_similarity_sample", "hard_sim_acc"), ("mcnc_sample", "mcnc_acc"),

@@ -179,16 +179,38 @@ def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
 
 @app.command("extract-events")
 def extract_events_cmd(
-    source: str = typer.Argument(..., help="ingested dataset name (or directory) whose sentences are parsed"),
+    source: str = typer.Argument(..., help="ingested dataset name (or directory) whose sentences are parsed; with "
+                                 "--from framenet: a FrameNet release directory or zip with lu/ (or fulltext/) XML"),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="name of the new event-co-occurrence dataset "
-                                          "(default: <source>_svo)"),
+                                          "(default: <source>_svo, or framenet_svo)"),
     parser: str = typer.Option("en_core_web_sm", "--parser", help="an installed spaCy pipeline by package name or "
                                "directory (spacy:<name or path>, or just the name or path), or import:<module>:<function> "
                                "for any other Parser"),
+    origin: str = typer.Option("parse", "--from", help="parse: dependency-parse a dataset's sentences; framenet: read "
+                               "FrameNet's grammatical-function layer (no parser)"),
+    chunk: int = typer.Option(32, "--chunk", min=2, help="--from framenet: events of one frame per document"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="default: <data>/datasets/<dataset>"),
 ) -> None:
-    """(subject, verb, object) events from the sentences of an ingested dataset, by dependency parse, into a
-    dataset SWCC trains on (`eventatlas train swcc <dataset>`); prints the counts."""
+    """(subject, verb, object) events into a dataset SWCC trains on (`eventatlas train swcc <dataset>`, or
+    beside another through the `extra_datasets` param): by dependency parse of an ingested dataset's
+    sentences, or (`--from framenet`) from FrameNet's GF layer; prints the counts."""
+    if origin not in ("parse", "framenet"):
+        unknown("--from", origin, ("parse", "framenet"))
+    if origin == "framenet":
+        from ..io import InputError
+        from ..swcc.framenet_events import write_framenet_events
+
+        name = dataset or "framenet_svo"
+        if not Path(source).exists():
+            _fail(f"FrameNet release {source!r} not found (a directory or zip)", code=2)
+        try:
+            man = write_framenet_events(Path(source), out_dir or config.datasets_dir() / name, dataset=name,
+                                        chunk=chunk)
+        except (ValueError, InputError) as e:
+            _fail(str(e), code=2)
+        console.print(json.dumps({"dataset": name, "from": "framenet", **man["stats"], "rejects": man["rejects"]}),
+                      markup=False, soft_wrap=True)
+        return
     sdir = dataset_dir(source)
     if not (sdir / "mentions.parquet").exists():
         _fail(f"dataset {source!r} has no mentions ({sdir / 'mentions.parquet'} is missing)", code=2)

@@ -56,6 +56,13 @@ class SWCCConfig(MethodConfig):
     margin: float = Field(0.5, gt=0)  # the margin-loss ablation
     weighting: Literal["minmax", "log", "uniform"] = "minmax"  # pair weights w (swcc.data.pair_weights)
     max_events: Optional[int] = Field(None, ge=4)  # seeded subsample of the training events (CPU budgets)
+    # more event_cooccurrence datasets trained on beside the run's (names or directories), e.g. the FrameNet
+    # GF triples (`extract-events --from framenet`); extra_max_events subsamples each of them as max_events does
+    extra_datasets: list[str] = Field(default_factory=list)
+    extra_max_events: Optional[int] = Field(None, ge=4)
+    # the evaluated datasets that are dev sets: settings are chosen on their scores (params "dev"), the
+    # others are test sets, never used to choose
+    dev_datasets: list[str] = Field(default_factory=lambda: ["mcnc"])
     eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
     eval_every_epoch: bool = True
     eval_batch_size: int = Field(128, ge=1)
@@ -64,7 +71,20 @@ class SWCCConfig(MethodConfig):
 
 
 def run(ctx: MethodContext) -> MethodResult:
-    """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc)."""
+    """Train SWCC on one event-co-occurrence dataset and score it on the benchmarks (module doc).
+
+    ``train.threads`` holds for the scoring before and after training too, not only inside the training
+    loop: torch's reduction order, hence the last bits of every cosine and so a hard-similarity tie or
+    rank, follows the intra-op thread count; the count is part of the configuration."""
+    import torch
+
+    from ..modeling.device import set_threads
+
     result = ctx.result()
-    train_and_score(ctx, result)
+    before = torch.get_num_threads()
+    set_threads(ctx.config.train.threads)
+    try:
+        train_and_score(ctx, result)
+    finally:
+        torch.set_num_threads(before)
     return result

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -88,16 +88,12 @@ def pair_weights(counts: np.ndarray, weighting: str = "minmax") -> tuple[np.ndar
     raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
 
-def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
-                max_events: int | None = None, seed: int = 0, weighting: str = "minmax") -> Events:
-    import pyarrow.compute as pc
-
+def _read_events(d: Path, template: str, lower: bool, index: dict[str, int], by_svo: dict[tuple, int]
+                 ) -> dict[str, list[int]]:
+    """{doc_id: event indices in order} of one dataset's mentions; new texts are added to ``index``."""
     from ..data.manifest import read_table
 
-    d = Path(dataset_dir)
     m = read_table(d, "mentions", columns=["mention_id", "doc_id", "extra"])
-    index: dict[str, int] = {}
-    by_svo: dict[tuple, int] = {}
     doc_events: dict[str, list[int]] = {}
     for mid, doc, extra in zip(m["mention_id"].to_pylist(), m["doc_id"].to_pylist(), m["extra"].to_pylist()):
         try:
@@ -109,36 +105,75 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
         if key not in by_svo:
             by_svo[key] = index.setdefault(event_text(svo, template, lower=lower), len(index))
         doc_events.setdefault(doc, []).append(by_svo[key])
+    return doc_events
+
+
+def _sample_documents(doc_events: dict[str, list[int]], max_events: int | None, seed: int) -> tuple[list[int], int]:
+    """(distinct event indices in first-seen order, documents used): every event, or whole documents in a
+    seeded order until ``max_events`` distinct events (the last document cut). A uniform sample of events
+    would keep almost no co-occurring pair (a pair survives with probability (n / N)^2)."""
+    chosen: dict[int, None] = {}
+    if max_events is None:
+        for evs in doc_events.values():
+            for e in evs:
+                chosen.setdefault(e, None)
+        return list(chosen), len(doc_events)
+    docs = list(doc_events)
+    n_docs = 0
+    for k in np.random.default_rng(seed).permutation(len(docs)):
+        n_docs += 1
+        for e in doc_events[docs[k]]:
+            chosen.setdefault(e, None)
+        if len(chosen) >= max_events:
+            break
+    return list(chosen)[:max_events], n_docs
+
+
+def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
+                max_events: int | None = None, seed: int = 0, weighting: str = "minmax",
+                extra_dirs: Sequence[str | Path] = (), extra_max_events: int | None = None) -> Events:
+    """The events and partners of ``dataset_dir`` (module doc), plus those of every ``extra_dirs`` dataset
+    (e.g. FrameNet triples beside the NYT tuples): one event index over all of them (one text, one
+    event), each dataset's pairs added; ``extra_max_events`` subsamples each extra dataset as
+    ``max_events`` does the main one."""
+    import pyarrow.compute as pc
+
+    from ..data.manifest import read_table
+
+    dirs = [Path(dataset_dir)] + [Path(x) for x in extra_dirs]
+    index: dict[str, int] = {}
+    by_svo: dict[tuple, int] = {}
+    chosen: dict[int, None] = {}
+    n_docs, per_source = 0, []
+    for k, d in enumerate(dirs):
+        doc_events = _read_events(d, template, lower, index, by_svo)
+        cap = max_events if k == 0 else extra_max_events
+        kept, docs_used = _sample_documents(doc_events, cap, seed)
+        new_here = sum(1 for e in kept if e not in chosen)
+        chosen.update(dict.fromkeys(kept))
+        n_docs += docs_used
+        per_source.append({"dataset": d.name, "documents": len(doc_events), "documents_sampled": docs_used,
+                           "events": len(kept), "events_new": new_here})
     texts = list(index)
     n_all = len(texts)
-    keep = np.arange(n_all)
-    n_docs = len(doc_events)
-    if max_events is not None and max_events < n_all:
-        # whole documents in a seeded order until max_events distinct events: a uniform sample of events
-        # would keep almost no co-occurring pair (a pair survives with probability (n / N)^2)
-        docs = list(doc_events)
-        chosen: dict[int, None] = {}
-        n_docs = 0
-        for k in np.random.default_rng(seed).permutation(len(docs)):
-            n_docs += 1
-            for e in doc_events[docs[k]]:
-                chosen.setdefault(e, None)
-            if len(chosen) >= max_events:
-                break
-        keep = np.sort(np.fromiter(list(chosen)[:max_events], dtype=np.int64))
+    keep = np.sort(np.fromiter(chosen, dtype=np.int64, count=len(chosen)))
     new = np.full(n_all, -1, dtype=np.int64)
     new[keep] = np.arange(len(keep))
 
-    p = read_table(d, "event_pairs", columns=["task", "event_a", "event_b", "score"])
-    p = p.filter(pc.equal(p["task"], COOCCURRENCE_TASK))
+    a_all, b_all, c_all = [], [], []
+    for d in dirs:
+        p = read_table(d, "event_pairs", columns=["task", "event_a", "event_b", "score"])
+        p = p.filter(pc.equal(p["task"], COOCCURRENCE_TASK))
 
-    def ids(col) -> np.ndarray:
-        s = p[col].combine_chunks()
-        keys = zip(s.field("subj").to_pylist(), s.field("verb").to_pylist(), s.field("obj").to_pylist())
-        return np.array([new[by_svo[k]] if k in by_svo else -1 for k in keys], dtype=np.int64)
+        def ids(col) -> np.ndarray:
+            s = p[col].combine_chunks()
+            keys = zip(s.field("subj").to_pylist(), s.field("verb").to_pylist(), s.field("obj").to_pylist())
+            return np.array([new[by_svo[k]] if k in by_svo else -1 for k in keys], dtype=np.int64)
 
-    a, b = ids("event_a"), ids("event_b")
-    c = np.asarray(p["score"].to_pylist(), dtype=np.float64)
+        a_all.append(ids("event_a"))
+        b_all.append(ids("event_b"))
+        c_all.append(np.asarray(p["score"].to_pylist(), dtype=np.float64))
+    a, b, c = np.concatenate(a_all), np.concatenate(b_all), np.concatenate(c_all)
     ok = (a >= 0) & (b >= 0) & (a != b)
     a, b, c = a[ok], b[ok], c[ok]
     # sum counts of one unordered text pair (two (s, v, o) may render alike), then store both directions
@@ -155,7 +190,7 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     with_partner = int((np.diff(indptr) > 0).sum())
     record = {"n_events_all": n_all, "n_events": n, "subsampled": n < n_all, "max_events": max_events,
-              "n_documents_sampled": n_docs,
+              "n_documents_sampled": n_docs, "sources": per_source, "extra_max_events": extra_max_events,
               "n_pairs": int(len(uniq)), "events_with_partner": with_partner, "template": template, "lower": lower,
               "weighting": weighting, "weights_degenerate": bool(degenerate),
               "count_max": float(summed.max()) if len(summed) else 0.0,

@@ -19,6 +19,14 @@ log = logging.getLogger(__name__)
 NAME = "swcc"
 
 
+def dataset_dir(name: str, what: str) -> Path:
+    """The directory of an ingested dataset given by name or directory."""
+    d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
+    if not (d / "manifest.json").exists():
+        raise ValueError(f"{what} {name!r} is not ingested (no {d / 'manifest.json'})")
+    return d
+
+
 def eval_sets(cfg: Any) -> dict[str, Any]:
     """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
     from ..data import Manifest, ingested
@@ -27,12 +35,7 @@ def eval_sets(cfg: Any) -> dict[str, Any]:
     if cfg.eval_datasets is None:
         mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]
     else:
-        mans = []
-        for name in cfg.eval_datasets:
-            d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
-            if not (d / "manifest.json").exists():
-                raise ValueError(f"eval dataset {name!r} is not ingested (no {d / 'manifest.json'})")
-            mans.append(Manifest.read(d))
+        mans = [Manifest.read(dataset_dir(name, "eval dataset")) for name in cfg.eval_datasets]
     out = {}
     for m in sorted(mans, key=lambda m: m.dataset):
         t = benchmark_pairs(m.read_table("event_pairs"))
@@ -53,13 +56,20 @@ def train_and_score(ctx: Any, result: Any) -> None:
     from .model import SWCCModel
     from .task import SWCCTask, switches
 
-    cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
+    from ..data import Manifest
+
+    cfg, man, seed, device, out_dir, ds_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
         ctx.dataset_dir
     sw = switches(cfg.variant)
-    events = load_events(dataset_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
-                         weighting=cfg.weighting)
+    extra = [dataset_dir(x, "extra dataset") for x in cfg.extra_datasets]
+    for d in extra:
+        if "event_cooccurrence" not in Manifest.read(d).kinds():
+            raise ValueError(f"extra dataset {d}: not event co-occurrence data (ingest event_tuples or run "
+                             "extract-events)")
+    events = load_events(ds_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
+                         weighting=cfg.weighting, extra_dirs=extra, extra_max_events=cfg.extra_max_events)
     if len(events) < cfg.train.batch_size and cfg.train.drop_last:
-        raise NotApplicable(f"{dataset_dir}: {len(events)} events < one batch of {cfg.train.batch_size} "
+        raise NotApplicable(f"{ds_dir}: {len(events)} events < one batch of {cfg.train.batch_size} "
                             "(lower train.batch_size)")
     evals = eval_sets(cfg)
     rep = POOLING_REPRESENTATION[cfg.pooling]
@@ -93,6 +103,10 @@ def train_and_score(ctx: Any, result: Any) -> None:
                                                  variant=cfg.variant)
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     result.params.update({"switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
+                     "extra_datasets": {d.name: Manifest.read(d).data_fingerprint() for d in extra},
+                     "dev_datasets": [x for x in cfg.dev_datasets if x in evals],
+                     "dev": {f"{r['dataset']}/{r['metric']}": r["value"] for r in result.metrics
+                             if r["dataset"] in cfg.dev_datasets},
                      "mlm_head": model.mlm_source, "eval_datasets": sorted(evals), "before_training": before,
                      "train": {k: v for k, v in res.summary().items() if k != "history"}, "history": res.history})
     if sw.prototypes or cfg.n_prototypes:
