@@ -197,7 +197,7 @@ def extract_events_cmd(
     if origin not in ("parse", "framenet"):
         unknown("--from", origin, ("parse", "framenet"))
     if origin == "framenet":
-        from ..io import InputError
+        from ..errors import InputError
         from ..swcc.framenet_events import write_framenet_events
 
         name = dataset or "framenet_svo"
