@@ -257,9 +257,9 @@ def test_generated_deployments_match_the_folder():
 def test_committed_result_pages_equal_a_regeneration(tmp_path):
     from experiment_fixture import fixture_warehouse
 
-    from eventatlas.results.experiments import write_markdown
+    from eventatlas.results.report import write_pages
 
-    pages = write_markdown(tmp_path / "pages", fixture_warehouse(tmp_path))
+    pages = write_pages(tmp_path / "pages", fixture_warehouse(tmp_path))
     committed = sorted((ROOT / "docs" / "results").glob("*.md"))
     assert sorted(p.name for p in pages) == sorted(p.name for p in committed if p.name != "README.md")
     for p in pages:
