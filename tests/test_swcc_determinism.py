@@ -76,8 +76,8 @@ def test_scoring_holds_the_configured_thread_count(monkeypatch):
     from eventatlas.methods import swcc
 
     seen = []
-    monkeypatch.setattr(swcc, "_run", lambda ctx: seen.append(torch.get_num_threads()) or "result")
+    monkeypatch.setattr(swcc, "train_and_score", lambda ctx, result: seen.append(torch.get_num_threads()))
     before = torch.get_num_threads()
-    ctx = SimpleNamespace(config=SimpleNamespace(train=SimpleNamespace(threads=1)))
+    ctx = SimpleNamespace(config=SimpleNamespace(train=SimpleNamespace(threads=1)), result=lambda: "result")
     assert swcc.run(ctx) == "result"
     assert seen == [1] and torch.get_num_threads() == before  # pinned for the whole run, then given back
