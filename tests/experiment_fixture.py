@@ -95,7 +95,7 @@ if __name__ == "__main__":
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from eventatlas.results.report import write_pages as write_markdown
+    from eventatlas.results.report import write_pages
 
     if sys.argv[1:] == ["--benchmarks"]:  # only the benchmark runs: the experiments' runs stay as they are
         print(f"exported benchmark runs {export_benchmarks()} into {FIXTURE}")
@@ -104,5 +104,5 @@ if __name__ == "__main__":
         print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs and the "
               f"benchmark runs into {FIXTURE}")
     with tempfile.TemporaryDirectory() as tmp:
-        for p in write_markdown(ROOT / "docs" / "results", fixture_warehouse(Path(tmp))):
+        for p in write_pages(ROOT / "docs" / "results", fixture_warehouse(Path(tmp))):
             print(p)

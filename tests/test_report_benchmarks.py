@@ -79,10 +79,10 @@ def test_no_benchmark_says_how_to_get_one(eventatlas_env):
 
 def test_benchmarks_page_latest_and_history(bench_warehouse, tmp_path):
     """docs/results/benchmarks.md: the newest figures per quantity, then the history, newest first; no smoke run."""
-    from eventatlas.results.report import write_pages as write_markdown
+    from eventatlas.results.report import write_pages
 
     wh, old, new, smoke = bench_warehouse
-    pages = write_markdown(tmp_path, wh)
+    pages = write_pages(tmp_path, wh)
     page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
     assert tmp_path / "benchmarks.md" in pages and page == benchmarks_markdown(load_benchmarks(wh))
     latest = page[page.index("## Latest"):page.index("## encode: history")]

@@ -128,10 +128,10 @@ def report(
 
     read_warehouse()
     if markdown is not None:
-        from eventatlas.results.report import write_pages as write_markdown
+        from eventatlas.results.report import write_pages
 
         try:
-            pages = write_markdown(markdown)
+            pages = write_pages(markdown)
         except WarehouseError as e:
             _fail(str(e))
         console.print(f"{len(pages)} page(s) written to {markdown}: {', '.join(p.name for p in pages)}",

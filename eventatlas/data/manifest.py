@@ -169,6 +169,15 @@ def _has_hierarchy(event_types: Path) -> bool:
     return any(v for v in pq.read_table(event_types, columns=["parent_id"]).column(0).to_pylist())
 
 
+def find_dataset(name: str | Path, what: str = "dataset") -> Path:
+    """The directory of an ingested dataset given by name (under the data root) or directory; refused in one
+    line naming ``what`` and where its manifest was looked for."""
+    d = Path(name) if Path(name).is_dir() else config.datasets_dir() / str(name)
+    if not (d / "manifest.json").exists():
+        raise ValueError(f"{what} {str(name)!r} is not ingested (no {d / 'manifest.json'})")
+    return d
+
+
 def ingested(datasets_dir: str | Path | None = None) -> dict[str, Manifest]:
     """name -> manifest of every dataset whose manifest landed, sorted by name."""
     root = Path(datasets_dir) if datasets_dir else config.datasets_dir()

@@ -19,23 +19,16 @@ log = logging.getLogger(__name__)
 NAME = "swcc"
 
 
-def dataset_dir(name: str, what: str) -> Path:
-    """The directory of an ingested dataset given by name or directory."""
-    d = Path(name) if Path(name).is_dir() else paths.datasets_dir() / name
-    if not (d / "manifest.json").exists():
-        raise ValueError(f"{what} {name!r} is not ingested (no {d / 'manifest.json'})")
-    return d
-
-
 def eval_sets(cfg: Any) -> dict[str, Any]:
     """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
     from ..data import Manifest, ingested
+    from ..data.manifest import find_dataset
     from ..evaluation.pairs import benchmark_pairs
 
     if cfg.eval_datasets is None:
         mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]
     else:
-        mans = [Manifest.read(dataset_dir(name, "eval dataset")) for name in cfg.eval_datasets]
+        mans = [Manifest.read(find_dataset(name, "eval dataset")) for name in cfg.eval_datasets]
     out = {}
     for m in sorted(mans, key=lambda m: m.dataset):
         t = benchmark_pairs(m.read_table("event_pairs"))
@@ -57,11 +50,12 @@ def train_and_score(ctx: Any, result: Any) -> None:
     from .task import SWCCTask, switches
 
     from ..data import Manifest
+    from ..data.manifest import find_dataset
 
     cfg, man, seed, device, out_dir, ds_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
         ctx.dataset_dir
     sw = switches(cfg.variant)
-    extra = [dataset_dir(x, "extra dataset") for x in cfg.extra_datasets]
+    extra = [find_dataset(x, "extra dataset") for x in cfg.extra_datasets]
     for d in extra:
         if "event_cooccurrence" not in Manifest.read(d).kinds():
             raise ValueError(f"extra dataset {d}: not event co-occurrence data (ingest event_tuples or run "
