@@ -7,9 +7,9 @@ Refresh after changing an experiment (the pages say which runs and code version 
 
     EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb eventatlas experiment run NAME [--quick]   # each page
     EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python benchmarks/bench_NAME.py            # benchmarks.md
-    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py [--benchmarks]
-    # = export into tests/fixtures/experiments (--benchmarks: only the benchmark runs), then
-    #   `eventatlas report --markdown docs/results` on its warehouse
+    EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/experiment_fixture.py [--benchmarks | --only NAME...]
+    # = export into tests/fixtures/experiments (--benchmarks: only the benchmark runs; --only: only these
+    #   experiments' runs replace theirs), then `eventatlas report --markdown docs/results` on its warehouse
 """
 from __future__ import annotations
 
@@ -23,21 +23,32 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "experiments"
 
 
-def export(out: Path = FIXTURE) -> dict:
+def export(out: Path = FIXTURE, only: list[str] | None = None) -> dict:
     """The experiments' linked runs (quick and full) and the benchmark runs (not smoke) of the configured
-    warehouse into ``out``."""
+    warehouse into ``out``. ``only``: just these experiments' runs replace theirs in the fixture (the others
+    and the benchmark runs stay as they are), for an experiment run in a data root of its own."""
     from eventatlas.results.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
                                      "ORDER BY experiment, mode, cell, seed")
-    if (out / "runs").exists():
-        shutil.rmtree(out / "runs")
     links: dict[str, dict[str, list]] = {}
+    if only:
+        links = {k: v for k, v in json.loads((out / "links.json").read_text(encoding="utf-8")).items()
+                 if k not in only}
+        rows = [r for r in rows if r[0] in only]
+    elif (out / "runs").exists():
+        shutil.rmtree(out / "runs")
     for exp, mode, cell, seed, run_id, reused in rows:
         links.setdefault(exp, {}).setdefault(mode, []).append({"cell": cell, "seed": seed, "run_id": run_id,
                                                                "reused": reused})
         _copy_run(run_id, out)
-    export_benchmarks(out)
+    if only:  # runs no experiment links any more go (benchmark runs stay)
+        linked = {ln["run_id"] for modes in links.values() for lns in modes.values() for ln in lns}
+        for d in (out / "runs").iterdir():
+            if d.name not in linked and not d.name.startswith("bench-"):
+                shutil.rmtree(d)
+    else:
+        export_benchmarks(out)
     (out / "links.json").write_text(json.dumps(links, indent=1, sort_keys=True), encoding="utf-8")
     return links
 
@@ -100,7 +111,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--benchmarks"]:  # only the benchmark runs: the experiments' runs stay as they are
         print(f"exported benchmark runs {export_benchmarks()} into {FIXTURE}")
     else:
-        links = export()
+        only = sys.argv[2:] if sys.argv[1:2] == ["--only"] else None
+        links = export(only=only)
         print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs and the "
               f"benchmark runs into {FIXTURE}")
     with tempfile.TemporaryDirectory() as tmp:

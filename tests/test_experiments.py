@@ -224,6 +224,36 @@ def test_missing_dataset_is_refused_in_one_line(tmp_path, eventatlas_env):
     assert code == 2 and "unknown experiment 'untuned_baselinez' (did you mean 'untuned_baselines'?)" in out
 
 
+def test_chosen_on_test_marks_rows_and_cells_and_refuses_unknown_labels(tmp_path, eventatlas_env):
+    from eventatlas.results.experiments import DAGGER, TEST_CHOSEN_NOTE, markdown
+
+    data = yaml.safe_load((config.REPO_ROOT / "experiments" / "untuned_baselines.yaml").read_text())
+    data["table"]["chosen_on_test"] = ["OntoEvent sentence (ARI)", ["OntoEvent trigger (ARI)", "manifold"]]
+    p = tmp_path / "untuned_baselines.yaml"
+    p.write_text(yaml.safe_dump(data))
+    exp = load(str(p))
+    marked = {(c["row_label"], c["col_label"]) for c in exp.table_cells() if c["chosen_on_test"]}
+    assert marked == {("OntoEvent sentence (ARI)", "agglomerative"), ("OntoEvent sentence (ARI)", "manifold"),
+                      ("OntoEvent trigger (ARI)", "manifold")}
+    # the page: a dagger on each marked cell that has a value, and the note under the table once
+    cells = [{**c, "metric": "ari", "mean_shown": 40.0 + i, "std_shown": None, "n": 1, "n_configs": 1,
+              "reference": None} for i, c in enumerate(exp.table_cells())]
+    page = markdown({"experiment": exp.name, "mode": "full", "title": exp.title, "description": None, "cells": cells,
+                     "verdict": ("not judged", []), "sources": [], "goal": "g", "diagnosis": None, "plots": [],
+                     "runs": [], "spec_sha256": "x"})
+    assert page.count(DAGGER) == 3 + 1 and page.count(TEST_CHOSEN_NOTE) == 1
+    assert re.search(rf"\| OntoEvent trigger \(ARI\) \| \d\d\.0 \(n=1\) \| \d\d\.0 \(n=1\) {DAGGER} \|", page)
+    unmarked = [{**c, "chosen_on_test": False} for c in cells]
+    assert DAGGER not in markdown({"experiment": exp.name, "mode": "full", "title": exp.title, "description": None,
+                                   "cells": unmarked, "verdict": ("not judged", []), "sources": [], "goal": "g",
+                                   "diagnosis": None, "plots": [], "runs": [], "spec_sha256": "x"})
+    data["table"]["chosen_on_test"] = [["OntoEvent trigger (ARI)", "manifld"]]
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(ExperimentError, match=r"table.chosen_on_test: 'OntoEvent trigger \(ARI\)' / 'manifld' is "
+                                              r"not a table cell"):
+        load(str(p))
+
+
 def test_every_declared_experiment_validates_and_has_a_quick_form():
     for name in experiment_files():
         full, quick = load(name), load(name, quick=True)

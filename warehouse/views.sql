@@ -95,7 +95,7 @@ SELECT c.experiment, c.mode, c.row_label, c.col_label, c.row_order, c.col_order,
        a.mean, a.std, coalesce(a.n, 0) AS n, a.n_configs, a.run_ids,
        a.mean * c.scale AS mean_shown, a.std * c.scale AS std_shown,
        ref.value AS reference, ref.paper, ref.table_ref, ref.setting AS reference_setting,
-       e.goal, e.title
+       e.goal, e.title, coalesce(c.chosen_on_test, false) AS chosen_on_test
 FROM experiment_table_cells c
 LEFT JOIN agg a USING (experiment, mode, row_label, col_label)
 LEFT JOIN experiment_references ref ON ref.experiment = c.experiment AND ref.row_label = c.row_label

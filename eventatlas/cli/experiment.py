@@ -134,7 +134,7 @@ def _say(msg: str) -> None:
 
 def show_table(name: str, mode: str) -> None:
     """The experiment's table from the warehouse (``experiment_results``), with the goal's verdict."""
-    from eventatlas.results.experiments import _cell, _grid, _value, load
+    from eventatlas.results.experiments import TEST_CHOSEN_NOTE, _any_chosen_on_test, _cell, _grid, _value, load
     from eventatlas.results.warehouse import Warehouse
 
     e = next((x for x in load(Warehouse(), mode) if x["experiment"] == name), None)
@@ -145,6 +145,8 @@ def show_table(name: str, mode: str) -> None:
                                                               if _cell(e, r, c)["reference"] is not None else "")
                                    for c in cols]) for r in rows],
                title=f"{e['title']} ({mode}; mean ± std (n) over seeds, fractions x100; the reference in parentheses)")
+    if _any_chosen_on_test(e):
+        console.print(TEST_CHOSEN_NOTE, markup=False, soft_wrap=True)
     verdict, reasons = e["verdict"]
     console.print(f"goal: {' '.join(e['goal'].split())} -> {verdict}", markup=False, soft_wrap=True)
     for x in reasons:

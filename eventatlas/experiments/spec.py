@@ -78,6 +78,10 @@ class Table(_Strict):
     metric: str | None = Field(None, description="the metric of every cell that does not name one")
     rows: dict[str, Filter]
     columns: dict[str, Filter]
+    chosen_on_test: list[str | tuple[str, str]] = Field(
+        default_factory=list, description="rows (a label) or cells ([row, column]) whose setting or variant was "
+                                          "picked on this same test set's labels, not on a dev set: the pages mark "
+                                          "them (dagger) so no one reads them as a held-out figure")
 
 
 class Source(_Strict):
@@ -167,8 +171,11 @@ class Experiment(_Strict):
                 if f.get("dataset") in self.datasets:
                     f["dataset"] = self.dataset_name(f["dataset"])
                 out.append({"row_label": rl, "col_label": cl, "row_order": i, "col_order": j,
-                            **{k: f.get(k) for k in FILTER_KEYS}})
+                            **{k: f.get(k) for k in FILTER_KEYS}, "chosen_on_test": self._chosen_on_test(rl, cl)})
         return out
+
+    def _chosen_on_test(self, row: str, col: str) -> bool:
+        return any(m == row if isinstance(m, str) else tuple(m) == (row, col) for m in self.table.chosen_on_test)
 
     def digest(self) -> str:
         """The declaration's content hash: the same wherever the checkout lies (``source`` is a path)."""
@@ -253,6 +260,8 @@ def _check_names(exp: Experiment) -> None:
     exp.table_cells()  # row/column conflicts and missing metrics
     rows, cols = set(exp.table.rows), set(exp.table.columns)
     named = [(f"references.{i}", r, c) for i, ref in enumerate(exp.references) for r, by in ref.values.items() for c in by]
+    first_col = next(iter(exp.table.columns), "")
+    named += [("table.chosen_on_test", *((m, first_col) if isinstance(m, str) else m)) for m in exp.table.chosen_on_test]
     named += [("goal.beats", *b.cell) for b in exp.goal.beats] + [("goal.beats", *b.over) for b in exp.goal.beats if b.over]
     for where, r, c in named:
         if r not in rows or c not in cols:

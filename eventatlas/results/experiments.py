@@ -88,12 +88,23 @@ def judge(e: dict[str, Any]) -> tuple[str, list[str]]:
     return "met", reasons
 
 
+# marks a cell picked on its own test set's labels (table.chosen_on_test); TEST_CHOSEN_NOTE says so under the table
+DAGGER = "†"
+TEST_CHOSEN_NOTE = (f"{DAGGER} chosen on this test set: the setting or variant was picked on these same test "
+                    "labels, not on a dev set, so the figure is optimistic.")
+
+
 def _value(c: dict[str, Any] | None) -> str:
     if c is None or c["mean_shown"] is None:
         return "–"
     std = f" ± {c['std_shown']:.1f}" if c["std_shown"] is not None else ""
     many = f", {c['n_configs']} configs" if (c["n_configs"] or 1) > 1 else ""
-    return f"{c['mean_shown']:.1f}{std} (n={c['n']}{many})"
+    mark = f" {DAGGER}" if c.get("chosen_on_test") else ""
+    return f"{c['mean_shown']:.1f}{std} (n={c['n']}{many}){mark}"
+
+
+def _any_chosen_on_test(e: dict[str, Any]) -> bool:
+    return any(c.get("chosen_on_test") and c["mean_shown"] is not None for c in e["cells"])
 
 
 def _grid(e: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -128,6 +139,8 @@ def markdown(e: dict[str, Any]) -> str:
             cells.append(_value(c) + ref)
         lines.append(f"| {_md_escape(r)} | " + " | ".join(cells) + " |")
     lines.append("")
+    if _any_chosen_on_test(e):
+        lines += [TEST_CHOSEN_NOTE, ""]
     if e["sources"]:
         lines += ["Reference figures: " + "; ".join(
             f"{p}" + (f", {t}" if t else "") + (f" ({s})" if s else "") for p, t, s in e["sources"]) + ".", ""]
@@ -201,6 +214,7 @@ def html_section(experiments: list[dict[str, Any]]) -> str:
             f'<h3 id="{_h(anchor)}">{_h(e["title"])} <span class="muted">({_h(e["experiment"])}, {_h(e["mode"])})'
             f'</span></h3><table class="experiment" data-experiment="{_h(e["experiment"])}" data-mode="{_h(e["mode"])}">'
             f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            + (f'<p class="note">{_h(TEST_CHOSEN_NOTE)}</p>' if _any_chosen_on_test(e) else "")
             + (f'<p class="note">Reference: {_h("; ".join(" ".join(x for x in s if x) for s in e["sources"]))}</p>'
                if e["sources"] else "")
             + f'<p><b>Goal:</b> {_h(e["goal"])} — <b class="verdict" data-verdict="{_h(verdict)}">{_h(verdict)}</b></p>'

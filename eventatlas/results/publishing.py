@@ -348,7 +348,7 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
     """Record a declared experiment (:class:`eventatlas.experiments.spec.Experiment`) in the warehouse:
     its description, goal and diagnosis, its table's cells, the reference figures from its YAML, and
     ``links`` (``{cell, seed, run_id, reused}``: which run answers which cell), in one transaction
-    (migration 010). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
+    (migrations 010, 012). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
     seed). Returns the number of links written."""
     from .leaderboard import scale
 
@@ -367,7 +367,7 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
                     [*key, exp.title, exp.description, exp.goal.text, json.dumps(rule), exp.diagnosis, exp.digest(),
                      now])
         cols = ("row_label", "col_label", "row_order", "col_order", "task", "dataset", "split", "setting", "method",
-                "trained_on", "representation", "clustering", "variant", "metric", "cell")
+                "trained_on", "representation", "clustering", "variant", "metric", "cell", "chosen_on_test")
         if cells:
             con.executemany(f"INSERT INTO experiment_table_cells (experiment, mode, {', '.join(cols)}, scale) "
                             f"VALUES ({', '.join('?' * (len(cols) + 3))})",
