@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 from collections import Counter
@@ -73,14 +74,32 @@ def _tmp_path(target: Path) -> Path:
     return Path(name)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+# a new file gets what open() would give it (0o666 less the umask), not mkstemp's private 0o600: reports and
+# pages written atomically must stay readable by whoever may read the directory
+_NEW_FILE_MODE = 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp path beside ``target``; rename onto it only if the block succeeds."""
+    """Yield a temp path beside ``target``; rename onto it only if the block succeeds. The file keeps the
+    mode of the one it replaces, or gets a new file's usual mode."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(target)
     try:
         yield tmp
+        if tmp.exists():
+            try:
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except FileNotFoundError:
+                mode = _NEW_FILE_MODE
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -189,3 +189,20 @@ def test_wiki_build_publish_killed_leaves_the_previous_or_the_new_build(tmp_path
     assert json.loads((out / "manifest.json").read_text())["build_id"] == "v3"
     assert {p.name for p in (out / "builds").iterdir()} >= {"v1", "v3"}
     assert _stray(tmp_path) == []
+
+
+def test_atomic_write_gives_a_new_file_the_usual_mode_and_keeps_an_existing_files(tmp_path):
+    """mkstemp's temp file is private (0o600); the renamed result must not be: a report or page written
+    atomically is as readable as one written by open() (0o666 less the umask), and a rewrite keeps the mode
+    its owner gave the file."""
+    from eventatlas.io import atomic_write_text
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    p = tmp_path / "report.html"
+    atomic_write_text(p, "<p>one</p>")
+    assert (p.stat().st_mode & 0o777) == 0o666 & ~mask != 0o600
+    p.chmod(0o640)
+    atomic_write_text(p, "<p>two</p>")
+    assert (p.stat().st_mode & 0o777) == 0o640 and p.read_text() == "<p>two</p>"
+    assert [q.name for q in tmp_path.iterdir()] == ["report.html"]
