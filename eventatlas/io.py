@@ -94,7 +94,7 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     tmp = _tmp_path(target)
     try:
         yield tmp
-        if tmp.exists():
+        if tmp.is_file():  # a file's mode only: a directory keeps its own
             try:
                 mode = stat.S_IMODE(target.stat().st_mode)
             except FileNotFoundError:
