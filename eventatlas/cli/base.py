@@ -215,12 +215,12 @@ def not_ingested(name: str) -> NoReturn:
 
 def dataset_dir(name: str) -> Path:
     """An ingested dataset by name (or a dataset directory); unknown -> exit 2 with the closest name."""
-    if Path(name).is_dir() and (Path(name) / "manifest.json").exists():
-        return Path(name)
-    ddir = config.datasets_dir() / name
-    if not (ddir / "manifest.json").exists():
+    from ..data.manifest import find_dataset
+
+    try:
+        return find_dataset(name)
+    except ValueError:
         not_ingested(name)
-    return ddir
 
 
 def run_dir(run: str) -> Path:

@@ -260,8 +260,11 @@ def _check_names(exp: Experiment) -> None:
     exp.table_cells()  # row/column conflicts and missing metrics
     rows, cols = set(exp.table.rows), set(exp.table.columns)
     named = [(f"references.{i}", r, c) for i, ref in enumerate(exp.references) for r, by in ref.values.items() for c in by]
-    first_col = next(iter(exp.table.columns), "")
-    named += [("table.chosen_on_test", *((m, first_col) if isinstance(m, str) else m)) for m in exp.table.chosen_on_test]
+    for m in exp.table.chosen_on_test:  # a row label alone marks the whole row
+        if isinstance(m, str) and m not in rows:
+            raise ExperimentError(f"{src}: table.chosen_on_test: {m!r} is not a table row (rows: "
+                                  f"{', '.join(exp.table.rows)})")
+    named += [("table.chosen_on_test", *m) for m in exp.table.chosen_on_test if not isinstance(m, str)]
     named += [("goal.beats", *b.cell) for b in exp.goal.beats] + [("goal.beats", *b.over) for b in exp.goal.beats if b.over]
     for where, r, c in named:
         if r not in rows or c not in cols:
