@@ -170,9 +170,13 @@ def test_killed_cell_run_is_taken_over(world):
     prefix = training_prefix("untuned", ddir, seed=0, params=params)
     dead = config.runs_dir() / f"{prefix}-20000101T000000-deadbeef"
     dead.mkdir(parents=True)
+    said: list[str] = []
     rec = run_jobs_here([{"method": "untuned", "dataset": ddir.name, "seed": 0, "params": params,
-                          "dataset_dir": str(ddir), "device": "auto"}], _publish)
+                          "dataset_dir": str(ddir), "device": "auto"}], _publish, said.append)
     assert Path(rec[0]).parent == dead
+    # a log piped to a file shows each cell start and end (a cell can train for an hour)
+    assert len(said) == 2 and said[0].startswith(f"[1/1] untuned on {ddir.name} seed 0: started")
+    assert said[1].startswith(f"[1/1] untuned on {ddir.name} seed 0: completed in ") and dead.name in said[1]
 
 
 # ----------------------------------------------------------------------------- refusals (exit 2, one line)

@@ -31,7 +31,7 @@ def search(
     """Few-shot event mention retrieval: rank a corpus's mentions by similarity to a few examples."""
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
         _fail(f"--output {output}: give a .csv or .parquet path", code=2)
-    ddir = Path(dataset) if Path(dataset).is_dir() else dataset_dir(dataset)
+    ddir = dataset_dir(dataset)
     check_device(device)
     from ..emr.search import SearchError
     from ..emr.search import search as run_search
@@ -96,8 +96,8 @@ def ground(
 ) -> None:
     """Ground a marked mention to a set of events (hierarchical event grounding): the bi-encoder's
     ranking, rescored by the run's cross-encoder when it has one (predicted = score >= tau_c)."""
-    ddir = Path(dataset) if Path(dataset).is_dir() else dataset_dir(dataset)
-    rdir = Path(run) if Path(run).is_dir() else run_dir(run)
+    ddir = dataset_dir(dataset)
+    rdir = run_dir(run)
     check_device(device)
     from ..grounding.link import GroundError, ground_text
 

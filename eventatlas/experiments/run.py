@@ -205,15 +205,25 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
     return out
 
 
-def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish) -> list[str]:
+def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish,
+                  say: Callable[[str], None] | None = None) -> list[str]:
     """The Prefect-free executor: each job in this process (``run_method`` / ``evaluate_model``),
-    published as soon as it finishes (so a kill loses at most the running cell)."""
+    published as soon as it finishes (so a kill loses at most the running cell). ``say`` gets a line as
+    each job starts and ends: a cell can train for an hour, and a log piped to a file shows nothing else."""
+    import time
+
+    from ..results.records import read_record
     from ..run.runner import evaluate_model, run_method
 
     records = []
-    for job in jobs:
+    for i, job in enumerate(jobs, 1):
         job = dict(job)
         ddir, flow = job.pop("dataset_dir"), job.pop("flow", "experiment")
+        what = (f"[{i}/{len(jobs)}] {'apply ' + job['model'] if 'model' in job else job['method']} on "
+                f"{job['dataset']} seed {job['seed']}")
+        if say:
+            say(f"{what}: started {time.strftime('%H:%M:%S')}")
+        t0 = time.monotonic()
         if "model" in job:
             rec = evaluate_model(job["model"], ddir, seed=job["seed"], params=job["params"], device=job["device"],
                                  flow=flow, reuse_unfinished=True)
@@ -222,6 +232,9 @@ def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish) -> list[str]:
                              flow=flow, reuse_unfinished=True)
         publish([str(rec)])
         records.append(str(rec))
+        if say:
+            run = read_record(rec)["run"]
+            say(f"{what}: {run['status']} in {time.monotonic() - t0:.0f} s, run {run['run_id']}")
     return records
 
 
