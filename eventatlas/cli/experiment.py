@@ -114,8 +114,8 @@ def execute(exp, *, runner: str = "local", seeds: Optional[list[int]] = None, de
             publish_records(recs, warn=print_warning)
 
         try:
-            return run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish, say),
-                                  publish=publish, seeds=seeds, device=device, rerun=rerun, params=params or {}, say=say).as_dict()
+            return run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish, say), publish=publish,
+                                  seeds=seeds, device=device, rerun=rerun, params=params or {}, say=say).as_dict()
         except DeviceUnavailable as e:
             _fail(str(e), code=2)
     from flows.experiment import experiment as flow
