@@ -11,6 +11,7 @@ and starting it again finishes only the missing cells.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -210,8 +211,6 @@ def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish,
     """The Prefect-free executor: each job in this process (``run_method`` / ``evaluate_model``),
     published as soon as it finishes (so a kill loses at most the running cell). ``say`` gets a line as
     each job starts and ends: a cell can train for an hour, and a log piped to a file shows nothing else."""
-    import time
-
     from ..results.records import read_record
     from ..run.runner import evaluate_model, run_method
 
