@@ -61,6 +61,9 @@ CONTRACT = [  # (args, message parts); every row: exit 2, one error line, neithe
     (["train", "untuned", "ontoevnet"], ["dataset 'ontoevnet' is not ingested (did you mean 'ontoevent'?)"]),
     (["train-all", "--methods", "untunde"], ["unknown method 'untunde' (did you mean 'untuned'?)"]),
     (["train-all", "--datasets", "ontoevnet"], ["dataset 'ontoevnet' is not ingested (did you mean 'ontoevent'?)"]),
+    (["train-all", "--seeds", "0,y"], ["--seeds: 'y' is not an integer"]),
+    (["train-all", "--params", "{bad"], ["bad --params: "]),
+    (["experiment", "run", "untuned_baselines", "--seeds", "x"], ["--seeds: 'x' is not an integer"]),
     (["ingest", "mavne", "--path", "x"], ["unknown reader 'mavne' (did you mean 'maven'?)"]),
     (["embed", "ontoevnet"], ["dataset 'ontoevnet' is not ingested (did you mean 'ontoevent'?)"]),
     (["cluster", "ontoevent", "--algorithm", "manfold"], ["unknown clustering algorithm 'manfold' (did you mean "

@@ -254,6 +254,17 @@ def split(values: Optional[List[str]]) -> Optional[List[str]]:
     return out or None
 
 
+def split_seeds(values: Optional[List[str]]) -> Optional[List[int]]:
+    """``--seeds`` as integers (repeated or comma-separated); a non-integer is a ValueError naming it."""
+    out = []
+    for v in split(values) or []:
+        try:
+            out.append(int(v))
+        except ValueError:
+            raise ValueError(f"--seeds: {v!r} is not an integer") from None
+    return out or None
+
+
 def fmt(v: Any) -> str:
     if v is None:
         return ""

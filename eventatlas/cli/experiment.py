@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from .base import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split, use_prefect
+from .base import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split_seeds, use_prefect
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")
@@ -87,7 +87,7 @@ def checked_options(exp, params: Optional[str], seeds: Optional[List[str]] = Non
 
     try:
         p = json.loads(params) if params else {}
-        s = [int(x) for x in split(seeds)] if seeds else None
+        s = split_seeds(seeds)
         for cell in exp.all_cells():
             if cell.method:
                 get_spec(cell.method).validate(_merge(exp.cell_params(cell), p.get(cell.method, {})))

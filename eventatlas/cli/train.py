@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
-               prefect_guard, print_rows, print_warning, split, unknown)
+               prefect_guard, print_rows, print_warning, split, split_seeds, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -83,10 +83,12 @@ def train_all(
 
     # names and values are checked before Prefect is imported (slow, and it binds its log handlers to stdout)
     try:
+        s = split_seeds(seeds)
         p = json.loads(params) if params else None
-        s = [int(x) for x in split(seeds)] if seeds else None
-    except ValueError as e:
-        _fail(f"bad --params/--seeds: {e}", code=2)
+    except json.JSONDecodeError as e:
+        _fail(f"bad --params: {e}", code=2)
+    except ValueError as e:  # --seeds, named in the message
+        _fail(str(e), code=2)
     m = split(methods) or ["untuned"]
     for name in m:
         check_method(name)
