@@ -1,4 +1,4 @@
-"""Benchmark: clustering at MAVEN scale (issue 5).
+"""Benchmark: clustering at MAVEN scale.
 
 Cases (each in its own subprocess, peak RSS = ru_maxrss of that process):
   exact-N    eventatlas.cluster.nnchain.average_linkage (exact, O(N*d))

@@ -1,4 +1,4 @@
-"""Benchmark: few-shot event mention retrieval over a 100k-mention corpus (issue 10).
+"""Benchmark: few-shot event mention retrieval over a 100k-mention corpus.
 
 Compares, in one run and on the same queries and corpus:
   loop   the obvious baseline: a per-query Python loop, each query scoring the whole corpus with

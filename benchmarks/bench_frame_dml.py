@@ -1,4 +1,4 @@
-"""Benchmark: frame_dml ranking recall (issue 9) - faiss top-k vs the obvious full-ranking baseline.
+"""Benchmark: frame_dml ranking recall - faiss top-k vs the obvious full-ranking baseline.
 
 ``eventatlas.evaluation.frames.ranking_recall`` asks faiss (``IndexFlatIP``) for only the k neighbours a
 batch of queries needs (|relevant| + the excluded same-verb items); the baseline computes every query's

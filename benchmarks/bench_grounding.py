@@ -1,4 +1,4 @@
-"""Benchmark: why the grounding pipeline retrieves with the bi-encoder before the cross-encoder (issue 12).
+"""Benchmark: why the grounding pipeline retrieves with the bi-encoder before the cross-encoder.
 
 Compares, in one run, on the same mentions of a grounding dataset and the same encoder weights:
   bi     eventatlas.grounding.biencoder: the candidate pool encoded once (timed, amortised over every

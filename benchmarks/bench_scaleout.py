@@ -1,4 +1,4 @@
-"""Issue 13 benchmark: a CPU-bound train-all grid on 1 vs 2 single-threaded Dask workers, in one run.
+"""Benchmark: a CPU-bound train-all grid on 1 vs 2 single-threaded Dask workers, in one run.
 
     flock /work/cpu.lock python benchmarks/bench_scaleout.py [--seeds 0,1] [--hidden 256] \\
         [--out benchmarks/results/bench_scaleout.json]

@@ -1,4 +1,4 @@
-"""Issue 3 benchmarks: Wikidata event scan vs an ijson streaming parse; link harvesting vs full parsing.
+"""Wiki build benchmarks: Wikidata event scan vs an ijson streaming parse; link harvesting vs full parsing.
 
     python benchmarks/bench_wiki.py [--mb 250] [--out FILE.json] [--smoke] [--no-publish]
 

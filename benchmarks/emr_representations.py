@@ -1,4 +1,4 @@
-"""Diagnostic: how well each frozen representation separates event types (issue 10, EMR).
+"""Diagnostic: how well each frozen representation separates event types (EMR).
 
 For every representation of the dataset's EMR pool (cached embeddings, :func:`eventatlas.methods.emr.embed_pool`):
 anisotropy (mean cosine of 20,000 random pairs), mean cosine of same-type and of other-type labelled

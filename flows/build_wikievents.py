@@ -1,4 +1,4 @@
-"""``build-wikievents``: the hierarchical multilingual event-grounding dataset (issue 3).
+"""``build-wikievents``: the hierarchical multilingual event-grounding dataset.
 
 The core build runs in the flow; with ``params["workers"] > 1`` its sharded steps (Wikidata
 dump shards, Wikipedia multistream link-harvest shards) are submitted as Prefect task runs

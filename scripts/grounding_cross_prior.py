@@ -1,4 +1,4 @@
-"""Does a grounding run's cross-encoder rank by the candidate's identity? (issue 12 diagnosis)
+"""Does a grounding run's cross-encoder rank by the candidate's identity?
 
     python scripts/grounding_cross_prior.py DATASET_DIR RUN_DIR [--split dev] [--n 300]
 

@@ -1,4 +1,4 @@
-"""Sanity checks for the grounding bi-encoder (issue 12 diagnosis): zero-shot and lexical baselines, and
+"""Sanity checks for the grounding bi-encoder: zero-shot and lexical baselines, and
 where a trained variant's top-1 lands.
 
     python scripts/grounding_diagnose.py DATASET_DIR                 # untuned MiniLM + TF-IDF, dev/test

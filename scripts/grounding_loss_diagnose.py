@@ -1,4 +1,4 @@
-"""Why the multi-label BCE bi-encoder loses to the softmax baseline on Recall@min (issue 12 diagnosis).
+"""Why the multi-label BCE bi-encoder loses to the softmax baseline on Recall@min.
 
     python scripts/grounding_loss_diagnose.py DATASET_DIR RUN_DIR [--variants baseline,multilabel] [--n 250]
 

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks of the wikievents build (issue 3); the work is in ``eventatlas.wiki``."""
+"""Thin Prefect tasks of the wikievents build; the work is in ``eventatlas.wiki``."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Scalable clustering (issue 5): exact NN-chain average linkage, sparse manifold,
+"""Scalable clustering: exact NN-chain average linkage, sparse manifold,
 kNN backends, dense-memory guard, two-step clustering."""
 from __future__ import annotations
 

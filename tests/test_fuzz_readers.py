@@ -1,4 +1,4 @@
-"""Issue 16: fuzz every reader with mutations of its shipped sample (datasets/samples/).
+"""Fuzz every reader with mutations of its shipped sample (datasets/samples/).
 
 The only allowed outcomes of an ingest of a mutated sample over a good previous version are
   * a complete new version (manifest + every table, row counts matching; rejects counted), or

@@ -1,4 +1,4 @@
-"""The FrameNet hierarchical-grounding benchmark builder (issue 12) on the self-written sample and
+"""The FrameNet hierarchical-grounding benchmark builder on the self-written sample and
 on the real FrameNet 1.7 / 1.5 data."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``grounding`` end to end (issue 12): a tiny train-all on the wiki fixture world's build, published to the
+"""``grounding`` end to end: a tiny train-all on the wiki fixture world's build, published to the
 warehouse, then ``eventatlas ground`` on the run, with its one-line errors."""
 from __future__ import annotations
 

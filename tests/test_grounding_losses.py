@@ -1,4 +1,4 @@
-"""The grounding losses against hand-computed cases (issue 12)."""
+"""The grounding losses against hand-computed cases."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Grounding model pieces on hand-made cases (issue 12): gold forcing, tau_c, hierarchy discovery h(e_i, e_j),
+"""Grounding model pieces on hand-made cases: gold forcing, tau_c, hierarchy discovery h(e_i, e_j),
 mention markers, dot-product retrieval; and the method end to end on the FrameNet benchmark sample."""
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ class _StubEncoder:
 
 
 def test_pool_negatives_are_all_negative_columns_from_outside_the_eval_events():
-    # regression (issue 12 diagnosis): with in-batch golds as the only candidates, never-seen pool events
+    # regression: with in-batch golds as the only candidates, never-seen pool events
     # were never pushed away and outranked the gold even for training mentions
     from eventatlas.grounding.biencoder import LinkingTask
 

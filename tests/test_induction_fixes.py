@@ -1,4 +1,4 @@
-"""Issue 14: the MAVEN 150/18 protocol's type split and the batch-attention fixes (each option tested)."""
+"""The MAVEN 150/18 protocol's type split and the batch-attention fixes (each option tested)."""
 from __future__ import annotations
 
 import json

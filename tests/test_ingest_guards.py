@@ -1,4 +1,4 @@
-"""Issue 16, data loss and silent acceptance: refused ingests keep the previous version, shrink needs
+"""Data loss and silent acceptance: refused ingests keep the previous version, shrink needs
 allow_shrink, duplicate documents are rejects, no empty directory or stale temp file stays behind."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 16, errors a person can act on: wrong-type fields and non-integer offsets become rejects
+"""Errors a person can act on: wrong-type fields and non-integer offsets become rejects
 naming file and record (or one InputError), and the CLI prints one literal line on stderr with
 exit 2 for bad input, 1 for an internal failure, a traceback only with --debug."""
 from __future__ import annotations

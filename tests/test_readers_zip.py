@@ -1,4 +1,4 @@
-"""Issue 16, zip archives: traversal members refused, members streamed under caps, damage named."""
+"""Zip archives: traversal members refused, members streamed under caps, damage named."""
 from __future__ import annotations
 
 import tracemalloc

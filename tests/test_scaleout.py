@@ -1,4 +1,4 @@
-"""train-all on task runners (issue 13): the runner string, thread pinning, and a REAL Dask cluster.
+"""train-all on task runners: the runner string, thread pinning, and a REAL Dask cluster.
 
 The cluster tests start ``python -m dask scheduler`` and two ``python -m dask worker`` processes
 (no nanny, one thread each) on 127.0.0.1, run a small grid (untuned with a tiny random BERT on three

@@ -68,7 +68,7 @@ def test_broken_lines_and_unknown_datavalues_are_counted(world, tmp_path):
 
 @pytest.mark.parametrize("suffix", [".json.gz", ".json"])
 def test_truncated_last_line_is_a_reject_event_or_not(world, tmp_path, suffix):
-    """Issue 16: a dump whose last line is cut before any claim (cannot be an event) was dropped silently."""
+    """A dump whose last line is cut before any claim (cannot be an event) was dropped silently."""
     lines = wikidata_lines(world)
     cut = lines[2][:120]
     raw = b"[\n" + b",\n".join(lines[3:] + [cut])  # the dump stops mid-line: no closing "]"

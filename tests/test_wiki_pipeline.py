@@ -1,4 +1,4 @@
-"""Issue 3 build on the fixture world: pruning, mentions, hierarchy, splits, Wikinews, versioned diffs."""
+"""The wiki build on the fixture world: pruning, mentions, hierarchy, splits, Wikinews, versioned diffs."""
 from __future__ import annotations
 
 import json
@@ -200,7 +200,7 @@ def test_flow_process_pool_shards_and_warehouse(eventatlas_env, monkeypatch, wor
 @pytest.mark.network
 @pytest.mark.timeout(300)
 def test_flow_shards_on_a_local_dask_cluster_chosen_at_run_time(eventatlas_env, monkeypatch, world_builds):
-    """``runner="dask:2"`` (issue 13): the shards run as task runs on a local Dask cluster of two worker
+    """``runner="dask:2"``: the shards run as task runs on a local Dask cluster of two worker
     processes (a ``wikievents-core`` subflow bound to it) and the output equals the in-process build."""
     from prefect.testing.utilities import prefect_test_harness
 

@@ -1,4 +1,4 @@
-"""Few-shot event mention retrieval (EMR, issue 10): query by example over any ingested corpus.
+"""Few-shot event mention retrieval (EMR): query by example over any ingested corpus.
 
 * :mod:`.episodes` — the k-shot m-way evaluation framework: a seeded, recorded sampler over any
   labelled dataset (m types, per-type test corpus / query / dev pools, n0 "None" mentions from

@@ -9,7 +9,7 @@ as Parquet. It needs the eight Marian checkpoints locally (HF cache); offline th
 dropout noise (SimCSE-style).
 ``token_perturb``: each non-special, non-trigger word piece is dropped with probability p
 (resampled every epoch with the run's seeded RNG), then a second forward pass.
-``word_dropout`` (issue 14): the same, but whole words (a word piece and its ``##`` continuations)
+``word_dropout``: the same, but whole words (a word piece and its ``##`` continuations)
 are dropped, never a word holding a trigger piece or a special token, so the view stays readable
 text around an intact trigger.
 """

@@ -4,7 +4,7 @@ Inputs (square distance matrices over the unseen mentions):
   attn_dot      1 - S,          S = Q K^T / sqrt(d)  (asymmetric; see eventatlas.cluster for how
   attn_dot_neg  -S                                    each algorithm reads it)
   attn_cos      1 - cos(Q_i, K_j)
-  attn_dot_norm -(z_row(S) + z_col(S)) / 2   (issue 14: S standardised per row and per column, so a
+  attn_dot_norm -(z_row(S) + z_col(S)) / 2   (S standardised per row and per column, so a
                                    mention whose scores are all high (a "hub" key) or all low does not
                                    dominate average linkage; see ``normalised_scores``)
   ft            1 - cos(F_i, F_j)   (the fine-tuned encoder features)

@@ -42,7 +42,7 @@ class InductionTask:
         self.name_targets, self.naming_weight = name_targets, naming_weight
         self.special = set(self.enc.tokenizer.all_special_ids)
         self.sentences, self.triggers, self.bt = sentences, triggers, backtranslations
-        # pseudo-labels (issue 14): training index -> confident unseen neighbours (mutual_neighbours)
+        # pseudo-labels: training index -> confident unseen neighbours (mutual_neighbours)
         self.pseudo = {int(i): [int(j) for j in js] for i, js in (pseudo_neighbours or {}).items() if js}
 
     def lengths(self) -> list[int]:

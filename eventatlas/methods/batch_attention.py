@@ -77,7 +77,7 @@ class BatchAttentionConfig(MethodConfig):
     naming_weight: float = Field(1.0, ge=0)  # 0 disables the auxiliary naming head
     augmentation: Literal["auto", "backtranslation", "dropout_view", "token_perturb", "word_dropout"] = "auto"
     perturb_p: float = Field(0.1, ge=0, lt=1)
-    # issue-14 fixes (each off by default; the encoder freeze / warm-up and the encoder lr are
+    # training options (each off by default; the encoder freeze / warm-up and the encoder lr are
     # train.encoder_freeze_steps / train.encoder_warmup_steps / train.lr beside train.head_lr):
     trigger_markers: bool = False  # "[" and "]" around the trigger in every input (training and evaluation)
     pseudo_k: int = Field(0, ge=0)  # >0: unseen-unseen pseudo-positives = mutual pseudo_k-NN of the untuned encoder

@@ -1,4 +1,4 @@
-"""Few-shot event mention retrieval (issue 10): k-shot m-way MAP of the ad-hoc and per-query Siamese models.
+"""Few-shot event mention retrieval: k-shot m-way MAP of the ad-hoc and per-query Siamese models.
 
 For each of ``repetitions`` seeded episodes (:func:`eventatlas.emr.episodes.sample_episode`, the
 dataset's ``retrieval`` protocol in ``datasets/registry.yaml`` filling what the user left unset) and

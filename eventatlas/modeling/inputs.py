@@ -165,7 +165,7 @@ def mark_triggers(sentences: Sequence[str], starts: Sequence[int], ends: Sequenc
                   right: str = "]") -> tuple[list[str], list[int], list[int]]:
     """Sentences with ``left``/``right`` markers (space-separated, so any tokenizer splits them off)
     around each trigger; returns the new sentences and the trigger's new (start, end), which still
-    cover exactly the trigger text (issue 14: trigger-marked inputs, for sentence pooling too)."""
+    cover exactly the trigger text (trigger-marked inputs, for sentence pooling too)."""
     out_s, out_a, out_b = [], [], []
     for s, a, b in zip(sentences, starts, ends):
         a, b = int(a), int(b)

@@ -1,4 +1,4 @@
-"""FrameNet as a hierarchical event-grounding benchmark (issue 12), in the schema the wiki builder writes.
+"""FrameNet as a hierarchical event-grounding benchmark, in the schema the wiki builder writes.
 
 Input: a directory holding ``framenet17/`` (``frame.zip`` or ``frame/*.xml``, ``frRelation.xml``,
 ``fulltext_opensesame_*.jsonl``) and ``framenet15/`` (``fndata-1.5-verbs.zip`` or a release directory

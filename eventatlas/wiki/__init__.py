@@ -1,1 +1,1 @@
-"""Hierarchical multilingual event-grounding dataset from Wikidata, Wikipedia and Wikinews (issue 3)."""
+"""Hierarchical multilingual event-grounding dataset from Wikidata, Wikipedia and Wikinews."""

@@ -1,4 +1,4 @@
-"""Live-API acquisition backend (issue 3, part B): Wikidata + Wikipedia/Wikinews APIs.
+"""Live-API acquisition backend: Wikidata + Wikipedia/Wikinews APIs.
 
 Implements :class:`eventatlas.wiki.backend.WikiBackend` over HTTP, politely
 (:class:`~eventatlas.wiki.http.PoliteClient`: User-Agent with contact, ``maxlag=5``,

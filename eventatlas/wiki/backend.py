@@ -1,4 +1,4 @@
-"""The acquisition-backend protocol of the wiki event-grounding build (issue 3).
+"""The acquisition-backend protocol of the wiki event-grounding build.
 
 Two backends feed one build (``eventatlas.wiki.build.build``): the dump backend
 (``eventatlas.wiki.dumps.DumpBackend``, part A) and the live-API backend (part B).

@@ -1,4 +1,4 @@
-"""The hierarchical multilingual event-grounding build (issue 3): backend -> common-schema tables.
+"""The hierarchical multilingual event-grounding build: backend -> common-schema tables.
 
 ``build(backend, out_dir, languages=..., params=..., build_id=...)`` writes
 ``out_dir/builds/<build_id>/`` (tables via DatasetWriter, then the extra views,

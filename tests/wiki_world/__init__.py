@@ -1,1 +1,1 @@
-"""Fixture world for the wiki event-grounding build (issue 3)."""
+"""Fixture world for the wiki event-grounding build."""

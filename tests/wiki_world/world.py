@@ -1,4 +1,4 @@
-"""The fixture world of the wiki event-grounding build (issue 3), shared by both backends.
+"""The fixture world of the wiki event-grounding build, shared by both backends.
 
 ``build_world()`` returns a :class:`World`: Wikidata entities (events, non-events,
 classes, items failing each pruning rule; some in the old dump form), Wikipedia

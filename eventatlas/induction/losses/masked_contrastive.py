@@ -4,7 +4,7 @@ P = sigmoid(S), S = Q K^T / sqrt(d)
 O = one-hot of the seen type of each mention (zero row for an unseen mention)
 Y = (O O^T) OR I                         positives: same seen type, and every mention with itself
 M = NOT(unseen_i AND unseen_j) OR I      pairs of two unseen mentions carry no label -> masked out
-pseudo (optional, issue 14): unseen-unseen pairs marked as confident neighbours (mutual nearest
+pseudo (optional): unseen-unseen pairs marked as confident neighbours (mutual nearest
        neighbours of the untuned encoder) become positives: Y_ij = M_ij = 1 for them
 margin: a negative (Y = 0) whose P is already < m contributes nothing
 L = sum_ij M_ij * BCE(P_ij, Y_ij) / n^2  (mean over all n^2 entries, as the published code does,
