@@ -10,6 +10,10 @@ manifest into a staging directory (``<parent>/.staging/<name>.<pid>.<random>/``)
 plain rename for a new name). A kill at any point leaves the old version or the new one complete;
 what a dead process left in ``.staging`` is removed by :func:`clean_staging` on the next write.
 ``EVENTATLAS_FAULT_AT=<step>`` ends the process at that step (:func:`fault_point`, tests only).
+
+A write that runs out of disk space or quota (ENOSPC, EDQUOT) removes its temporaries at once and raises
+:class:`DiskFull` naming the file it was writing (for a dataset, the table's final path); what it would
+have replaced is untouched.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,6 +72,56 @@ def fingerprint_paths(paths: Iterable[str | os.PathLike]) -> str:
     return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
 
 
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """A write that ran out of disk space or quota; ``filename`` is what it was writing. Its temporary files
+    are gone and the file or dataset it would have replaced is as it was."""
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """ENOSPC / EDQUOT, raised as such or wrapped by a library (pyarrow keeps the errno, DuckDB only the
+    system's message), on ``exc`` or the exceptions it was raised from."""
+    texts = tuple(os.strerror(n) for n in DISK_FULL_ERRNOS)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return True
+        if any(t in str(exc) for t in texts):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def disk_full(exc: BaseException, path: str | os.PathLike) -> DiskFull:
+    """``exc`` (a disk-full error) as a :class:`DiskFull` naming ``path``."""
+    n = exc.errno if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS else \
+        next((n for n in DISK_FULL_ERRNOS if os.strerror(n) in str(exc)), errno.ENOSPC)
+    return DiskFull(n, os.strerror(n), str(path))
+
+
+@contextlib.contextmanager
+def naming_disk_full(path: str | os.PathLike) -> Iterator[None]:
+    """Around a write of ``path``: a disk-full error inside becomes :class:`DiskFull` naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        raise disk_full(e, path) from e
+
+
+def _remove(p: Path) -> None:
+    """Remove a temporary file or directory if it is there."""
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
 def _tmp_path(target: Path) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -90,20 +144,21 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp path beside ``target``; rename onto it only if the block succeeds. The file keeps the
     mode of the one it replaces, or gets a new file's usual mode."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(target)
+    with naming_disk_full(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _tmp_path(target)
     try:
-        yield tmp
-        if tmp.is_file():  # a file's mode only: a directory keeps its own
-            try:
-                mode = stat.S_IMODE(target.stat().st_mode)
-            except FileNotFoundError:
-                mode = _NEW_FILE_MODE
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        with naming_disk_full(target):  # the block's write of the temp file included
+            yield tmp
+            if tmp.is_file():  # a file's mode only: a directory keeps its own
+                try:
+                    mode = stat.S_IMODE(target.stat().st_mode)
+                except FileNotFoundError:
+                    mode = _NEW_FILE_MODE
+                os.chmod(tmp, mode)
+            os.replace(tmp, target)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        _remove(tmp)
 
 
 def atomic_write_text(target: str | os.PathLike, text: str) -> None:
@@ -145,15 +200,26 @@ class TableWriter:
         self.batch_rows = batch_rows
         self.rows = 0
         self._buf: list[Mapping[str, Any]] = []
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = _tmp_path(self.target)
-        self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
+        self._done = True  # nothing to abort until the temp file exists
+        with naming_disk_full(self.target):
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = _tmp_path(self.target)
+            try:
+                self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
+            except BaseException:
+                self._tmp.unlink(missing_ok=True)
+                raise
         self._done = False
 
     def write(self, row: Mapping[str, Any]) -> None:
         self._buf.append(row)
         if len(self._buf) >= self.batch_rows:
-            self._flush()
+            try:
+                with naming_disk_full(self.target):
+                    self._flush()
+            except OSError:  # a full disk: the temp file goes at once, not when the block ends
+                self.abort()
+                raise
 
     def write_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for r in rows:
@@ -183,9 +249,14 @@ class TableWriter:
         return rows_to_table(good, self.schema)
 
     def commit(self) -> Path:
-        self._flush()
-        self._writer.close()
-        os.replace(self._tmp, self.target)
+        try:
+            with naming_disk_full(self.target):
+                self._flush()
+                self._writer.close()
+                os.replace(self._tmp, self.target)
+        except BaseException:
+            self.abort()
+            raise
         self._done = True
         return self.target
 
@@ -343,32 +414,65 @@ class DatasetWriter:
         (then dropped); without it such a row fails the write."""
         self.out_dir = Path(out_dir)
         self.dataset = check_name(dataset, "dataset")
-        self.stage = staging_dir(self.out_dir)
-        self.writers = {name: TableWriter(self.stage / f"{name}.parquet", TABLES[name],
-                                          on_bad_row=None if on_bad_row is None else (lambda r, e, n=name: on_bad_row(n, r, e)))
-                        for name in (tables or TABLES)}
+        self.writers: dict[str, TableWriter] = {}
+        try:
+            with naming_disk_full(self.out_dir):
+                self.stage = staging_dir(self.out_dir)
+        except OSError:
+            with contextlib.suppress(OSError):
+                (self.out_dir.parent / STAGING).rmdir()  # when nothing else is being built beside it
+            raise
+        for name in tables or TABLES:
+            try:
+                self.writers[name] = TableWriter(
+                    self.stage / f"{name}.parquet", TABLES[name],
+                    on_bad_row=None if on_bad_row is None else (lambda r, e, n=name: on_bad_row(n, r, e)))
+            except OSError as e:  # a writer that cannot start takes the staging directory with it
+                self._failed(e, name)
+
+    def _failed(self, e: OSError, table: str | None) -> NoReturn:
+        """A file-system failure (a full disk): remove the staging directory at once and name the table's
+        final path (or the dataset directory), not the staged one."""
+        self.abort()
+        if is_disk_full(e):
+            raise disk_full(e, self.out_dir / f"{table}.parquet" if table else self.out_dir) from e
+        raise e
 
     def flush(self, tables: Iterable[str]) -> None:
         """Convert the buffered rows of ``tables`` now (so their bad rows are known before the rejects are written)."""
         for t in tables:
-            self.writers[t]._flush()
+            try:
+                self.writers[t]._flush()
+            except OSError as e:
+                self._failed(e, t)
 
     def write(self, table: str, row: Mapping[str, Any]) -> None:
-        self.writers[table].write(row)
+        try:
+            self.writers[table].write(row)
+        except OSError as e:
+            self._failed(e, table)
 
     def commit(self, manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        for w in self.writers.values():
-            w.commit()
+        for name, w in self.writers.items():
+            try:
+                w.commit()
+            except OSError as e:
+                self._failed(e, name)
         fault_point("tables")
-        if self.out_dir.is_dir():
-            for p in self.out_dir.iterdir():
-                if p.is_file() and not p.name.startswith(".") and p.name != "manifest.json" and not (self.stage / p.name).exists():
-                    link_file(p, self.stage / p.name)
-        counts = {name: w.rows for name, w in self.writers.items()}
-        man = {"dataset": self.dataset, "schema_version": SCHEMA_VERSION, "rows": counts, **(manifest or {})}
-        atomic_write_json(self.stage / "manifest.json", man)
+        try:
+            if self.out_dir.is_dir():
+                for p in self.out_dir.iterdir():
+                    if (p.is_file() and not p.name.startswith(".") and p.name != "manifest.json"
+                            and not (self.stage / p.name).exists()):
+                        link_file(p, self.stage / p.name)
+            counts = {name: w.rows for name, w in self.writers.items()}
+            man = {"dataset": self.dataset, "schema_version": SCHEMA_VERSION, "rows": counts, **(manifest or {})}
+            atomic_write_json(self.stage / "manifest.json", man)
+        except OSError as e:
+            self._failed(e, None)
         fault_point("manifest")
-        switch_dir(self.stage, self.out_dir)
+        with naming_disk_full(self.out_dir):  # a rename can need a directory block too
+            switch_dir(self.stage, self.out_dir)
         fault_point("done")
         return man
 

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     # the pairs exactly as the run built them
     pairs = X.mention_pairs(enc, ms, tops.tolist(), B.candidate_inputs(enc, gd), cfg.cross_mention_length)
     model = X.CrossEncoder(enc)
-    model.head.load_state_dict(torch.load(run / "cross" / "head.pt"))
+    model.head.load_state_dict(torch.load(run / "cross" / "head.pt", weights_only=True))
     sc = X.score_pairs(model, pairs, device="cpu")
     seen = np.isin(tops, sorted(train_golds))
     gold = np.array([[c in set(ms.golds[i]) for c in row] for i, row in enumerate(tops.tolist())])

@@ -192,17 +192,22 @@ def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
     assert _counts(wh, "qa") == (1, 2) and _counts(wh, "qb") == (1, 2)
 
 
-def test_bad_record_fails_before_anything_is_queued_or_written(wh, eventatlas_env):
-    from eventatlas.results.records import RecordError
+def test_a_bad_record_is_named_and_skipped_and_the_rest_of_the_batch_is_queued(wh, eventatlas_env):
+    from eventatlas.results.publishing import PublishRejected
 
     good = _record(eventatlas_env / "runs", "good")
     bad = eventatlas_env / "runs" / "bad" / "run.json"
     bad.parent.mkdir(parents=True)
     bad.write_text('{"run": {}}', encoding="utf-8")
+    said: list[str] = []
     with Holder(wh.path):
-        with pytest.raises(RecordError, match="not a run record"):
-            publish_records([good, bad], warn=lambda m: None)
-    assert not pending_runs(wh.path) and _counts(wh, "good") == (0, 0)
+        with pytest.raises(PublishRejected, match=r"^1 run record\(s\) not published") as ei:
+            publish_records([good, bad], warn=said.append)
+    out = ei.value.outcome
+    assert out.queued == ["good"] and [r["record"] for r in out.rejected] == [str(bad)]
+    assert out.rejected[0]["reason"].startswith("not a run record") and f"{bad}: not a run record" in str(ei.value)
+    assert any(m.startswith(f"{bad}: not published: not a run record") for m in said)
+    assert publish_records([]).from_queue == ["good"] and _counts(wh, "good") == (1, 2)
 
 
 def _build(root: Path, build_id: str, mentions: int) -> Path:
@@ -321,13 +326,13 @@ def test_failed_run_with_missing_files_is_published_as_failed(wh, eventatlas_env
     assert len(said) == 1 and "published without its metrics" in said[0]
 
 
-def test_completed_run_with_missing_metrics_is_a_record_error_before_anything_is_written(wh, eventatlas_env):
+def test_completed_run_with_missing_metrics_is_named_and_skipped_and_the_rest_lands(wh, eventatlas_env):
     root = eventatlas_env / "runs"
     ok, bad = _run(root, "ok"), _run(root, "bad")
     os.remove(root / "bad" / "metrics.parquet")
-    with pytest.raises(RecordError, match=r"^run bad: a file of its record is unreadable \(FileNotFoundError"):
+    with pytest.raises(RecordError, match=rf"{bad}: run bad: a file of its record is unreadable \(FileNotFoundError"):
         publish_records([ok, bad])
-    assert _counts(wh, "ok") == (0, 0) and not pending_runs(wh.path)
+    assert _counts(wh, "ok") == (1, 2) and _counts(wh, "bad") == (0, 0) and not pending_runs(wh.path)
 
 
 def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_needs_one(wh, eventatlas_env):
@@ -360,8 +365,8 @@ def test_outcome_dict_and_the_published_log_line(wh, eventatlas_env, caplog):
     rec = _run(eventatlas_env / "runs", "r7")
     with caplog.at_level(logging.INFO, logger="eventatlas.publish"):
         out = publish_records([rec])
-    assert set(out.as_dict()) == {"published", "failed", "skipped", "queued", "from_queue", "builds_from_queue",
-                                  "metric_rows", "views", "warehouse"}
+    assert set(out.as_dict()) == {"published", "failed", "skipped", "queued", "queue_reason", "from_queue",
+                                  "builds_from_queue", "rejected", "metric_rows", "views", "warehouse"}
     assert f"published run r7 (completed, 2 metric rows) to {wh.path}" in caplog.messages
 
 

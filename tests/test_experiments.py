@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from eventatlas import config
 from eventatlas.experiments import ExperimentError, experiment_files, load
-from eventatlas.experiments.run import run_experiment, run_jobs_here
+from eventatlas.experiments.run import Outcome, run_experiment, run_jobs_here
 from eventatlas.results.publishing import publish_records
 from eventatlas.results.warehouse import Warehouse
 
@@ -177,6 +177,69 @@ def test_killed_cell_run_is_taken_over(world):
     # a log piped to a file shows each cell start and end (a cell can train for an hour)
     assert len(said) == 2 and said[0].startswith(f"[1/1] untuned on {ddir.name} seed 0: started")
     assert said[1].startswith(f"[1/1] untuned on {ddir.name} seed 0: completed in ") and dead.name in said[1]
+
+
+def test_two_concurrent_runs_train_a_cell_once(world, tmp_path):
+    """Two identical experiment runs at once: the second waits for the first's cell and reuses its run."""
+    import threading
+
+    from eventatlas.run.runner import training_prefix
+
+    spec = {"name": "lock_probe", "title": "lock probe", "methods": ["untuned"],
+            "datasets": {"hard": {"reader": "hard_similarity", "sample": True}},
+            # a configuration of its own, so no earlier test's run is reused
+            "params": {"untuned": {"poolings": ["mean"], "template": "{verb} {obj} {subj}",
+                                   "encoder": {"batch_size": 8, "precision": "fp32"}}},
+            "table": {"rows": {"hard": {"dataset": "hard"}}, "columns": {"acc": {"metric": "hard_sim_acc"}}},
+            "goal": {"text": "runs"}}
+    path = tmp_path / "lock_probe.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    exp = load(str(path))
+    started, second_waits = threading.Event(), threading.Event()
+    trained: list[dict] = []
+    said: dict[int, list[str]] = {1: [], 2: []}
+    out: dict[int, object] = {}
+
+    def first_execute(jobs):
+        started.set()
+        second_waits.wait(120)  # the second run is under way before this one trains
+        trained.extend(jobs)
+        return run_jobs_here(jobs, _publish)
+
+    def second_execute(jobs):
+        trained.extend(jobs)
+        return run_jobs_here(jobs, _publish)
+
+    def second_say(msg):
+        said[2].append(msg)
+        if "waiting for" in msg:
+            second_waits.set()
+
+    def run(i, execute, say):
+        try:
+            out[i] = run_experiment(exp, execute=execute, publish=_publish, params=world["params"], say=say)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertions below
+            out[i] = e
+        finally:
+            second_waits.set()  # never leave the first run waiting
+
+    one = threading.Thread(target=run, args=(1, first_execute, said[1].append))
+    one.start()
+    assert started.wait(300), said[1]
+    two = threading.Thread(target=run, args=(2, second_execute, second_say))
+    two.start()
+    one.join(600)
+    two.join(600)
+    assert isinstance(out[1], Outcome) and isinstance(out[2], Outcome), out
+    assert len(trained) == 1 and out[1].ran == 1 and out[2].ran == 0 and out[2].reused == 1
+    assert out[1].cells[0].run_id == out[2].cells[0].run_id
+    # a plan is said before anything runs
+    assert said[1][0] == said[2][0] == "plan: 1 cell(s) x 1 seed(s) = 1 cell run(s); those already finished are reused"
+    ddir = config.datasets_dir() / "hard_similarity_sample"
+    prefix = training_prefix("untuned", ddir, seed=0, params={**exp.params["untuned"], **world["params"]["untuned"]})
+    assert len(list(config.runs_dir().glob(f"{prefix}-*"))) == 1
+    _, rows = Warehouse().query_rows("SELECT count(*) FROM runs WHERE starts_with(run_id, ?)", [prefix + "-"])
+    assert rows[0][0] == 1
 
 
 # ----------------------------------------------------------------------------- refusals (exit 2, one line)

@@ -159,8 +159,10 @@ def test_publish_flow_refuses_bad_rows_with_a_clear_error(env, tmp_path):
                    run_dir / "metrics.parquet")
     rec["metrics_path"] = "metrics.parquet"
     write_record(run_dir, finish_record(rec))
-    with pytest.raises(WarehouseError, match="metric row 0: unknown task 'clustering'"):
-        publish([str(run_dir)])
+    from eventatlas.results.publishing import PublishRejected
+
+    with pytest.raises(PublishRejected, match=rf"{run_dir / 'run.json'}: metric row 0: unknown task 'clustering'"):
+        publish([str(run_dir)])  # named with its file; the rest of a batch would have landed
     assert Warehouse().query("SELECT count(*) AS n FROM runs WHERE run_id = 'bad-task'").n[0] == 0
 
 

@@ -177,15 +177,12 @@ def test_report_flow_writes_the_page(eventatlas_env, tmp_path):
 def _atlas_warehouse(tmp_path: Path) -> tuple[Warehouse, list[str]]:
     """The report's warehouse plus a small atlas (two inventories, a declared and two learned links)
     whose evidence mentions are real mentions of the ingested MAVEN sample (so sentences resolve)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
+    from atlas_util import publish_atlas_rows
 
     from eventatlas import config
-    from eventatlas.atlas.inventory import NODES
-    from eventatlas.atlas.links import LINKS, link_row
+    from eventatlas.atlas.links import link_row
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.io import atomic_write_json, sha256_file, write_parquet
-    from eventatlas.results.publishing import publish_atlas
 
     wh = _warehouse(tmp_path)
     ingest_samples(names=["maven_sentences"])
@@ -201,15 +198,7 @@ def _atlas_warehouse(tmp_path: Path) -> tuple[Warehouse, list[str]]:
                       raw_score=0.9, rank=1, evidence=ev),
              link_row("maven::Riot", "fn::Attack", "learned:combined", kind="learned", method="combined", score=0.4,
                       raw_score=0.4, rank=1)]
-    root = tmp_path / "atlas"
-    parts = {}
-    for name, kind, table in (("nodes/all", "nodes", pa.Table.from_pylist(nodes, schema=NODES)),
-                              ("learned/all", "learned", pa.Table.from_pylist(links, schema=LINKS))):
-        p = write_parquet(table, root / kind / "all.parquet")
-        parts[name] = {"kind": kind, "fingerprint": "f", "path": str(p.relative_to(root)), "rows": table.num_rows,
-                       "sha256": sha256_file(p)}
-    atomic_write_json(root / "manifest.json", {"format": 1, "parts": parts})
-    publish_atlas(root)
+    publish_atlas_rows(tmp_path, nodes, links)
     return wh, ev
 
 

@@ -125,7 +125,8 @@ def test_resume_after_kill_minus_9_equals_uninterrupted_run(tiny, tmp_path):
     assert not (out / "final.pt").exists()
     res = _run_worker(tiny, out, "--resume")
     assert res.returncode == 0, res.stderr[-2000:]
-    a, b = torch.load(tmp_path / "ref" / "final.pt"), torch.load(out / "final.pt")
+    a = torch.load(tmp_path / "ref" / "final.pt", weights_only=True)
+    b = torch.load(out / "final.pt", weights_only=True)
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -148,7 +149,7 @@ def test_data_parallel_two_processes_under_torchrun(tiny, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
-    a, b = torch.load(out / "final_rank0.pt"), torch.load(out / "final_rank1.pt")
+    a, b = (torch.load(out / f"final_rank{r}.pt", weights_only=True) for r in (0, 1))
     assert all(torch.equal(a[k], b[k]) for k in a)  # gradients are all-reduced: one model
     seen = [json.loads((out / f"batches_rank{r}.json").read_text()) for r in (0, 1)]
     assert len(seen[0]) == len(seen[1]) == 3 * 3  # 7 batches an epoch -> 3 per process, 3 epochs

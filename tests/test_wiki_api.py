@@ -18,9 +18,10 @@ pytestmark = pytest.mark.network
 API_KEYS = ("id", "type", "labels", "descriptions", "claims", "sitelinks")
 # A generous client timeout: a slow answer on a loaded machine must not time out, or it costs an extra
 # request and the exact request counts below no longer match. Only the runs whose server injects a
-# "timeout" fault use a short one (FAULTY), against a server that keeps that answer for much longer.
+# "timeout" fault use a short attempt timeout (FAULTY), against a server that keeps that answer for much
+# longer; the call's deadline (timeout) leaves room for the retry.
 FAST = {"contact": "eventatlas-tests@example.org", "timeout": 10.0, "backoff_base": 0.01, "backoff_cap": 0.05}
-FAULTY = {**FAST, "timeout": 2.0}
+FAULTY = {**FAST, "attempt_timeout": 2.0}
 TIMEOUT_SLEEP = 30.0
 
 

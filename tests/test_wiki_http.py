@@ -128,8 +128,9 @@ def test_transient_faults_are_retried_with_bounded_backoff(server, kind):
         sleeps.append(s)
         time.sleep(s)
 
-    # the timeout test needs a short client timeout (its two attempts cost 2 x 2 s)
-    with _client(sleep=sleep, **({"timeout": 2.0} if kind == "timeout" else {})) as c:
+    # the timeout test needs a short attempt timeout (its two stalled attempts cost 2 x 2 s) inside a call
+    # deadline that leaves room for the retries
+    with _client(sleep=sleep, **({"timeout": 10.0, "attempt_timeout": 2.0} if kind == "timeout" else {})) as c:
         t0 = time.monotonic()
         out = c.get_json(_wd(server), WD_Q)
         took = time.monotonic() - t0

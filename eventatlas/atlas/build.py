@@ -16,8 +16,13 @@ that changes what a part holds bumps its kind's version, which rebuilds that kin
 
 :func:`build` rebuilds a part only when its fingerprint changed (``full=True`` rebuilds all), and drops
 the parts of inventories that are gone: a new dataset or run adds its nodes and links and leaves the
-rest alone. The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in
-the warehouse. The metric rows of every scored pair of the atlas go into one run record (task ``atlas``)
+rest alone. Each part has an owner (``owner`` in the manifest): ``build`` for the nodes, the declared
+links and the learned links of the default pairs, ``link`` for the pairs ``atlas link`` added (with their
+``recipe``: pair, encoder, link options). A build replaces or drops only its own parts; a linked pair stays
+until its inventories are gone or a link of the same pair and encoder replaces it.
+
+The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in the
+warehouse. The metric rows of every scored pair of the atlas go into one run record (task ``atlas``)
 whose run id is the atlas's identity (:func:`record_id`, from its directory): a rebuild replaces its
 rows in the warehouse instead of adding a copy.
 """
@@ -38,7 +43,7 @@ from .. import config
 from ..io import atomic_write_json, sha256_file, write_parquet
 from ..results.publishing import ATLAS_FORMAT, ATLAS_MANIFEST, read_atlas_manifest
 from .declared import declared_links
-from .inventory import Inventory, cluster_inventories, dataset_inventory
+from .inventory import RUN_PREFIX, Inventory, cluster_inventories, dataset_inventory
 from .link import LinkConfig, encoder_label, gold_mapping, link_pair
 
 log = logging.getLogger(__name__)
@@ -102,16 +107,37 @@ class BuildReport:
                 "metric_rows": len(self.metrics), "pairs": self.pairs, "seconds": round(self.seconds, 2)}
 
 
+def _link_inventory(key: str) -> Inventory | None:
+    """The inventory a linked pair names, found afresh (a dataset under the datasets dir, a run's
+    clustering); None when it is gone."""
+    if key.startswith(RUN_PREFIX):
+        rdir = config.runs_dir() / key[len(RUN_PREFIX):].split("/", 1)[0]
+        if not (rdir / "run.json").exists():
+            return None
+        return next((i for i in cluster_inventories(rdir) if i.key == key), None)
+    ddir = config.datasets_dir() / key
+    return dataset_inventory(ddir) if (ddir / "manifest.json").exists() else None
+
+
 def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None = None,
           pairs: Sequence[tuple[str, str]] | None = None, encoders: Sequence[str | None] = (None,),
           cfg: LinkConfig | None = None, root: str | Path | None = None, full: bool = False,
           prune: bool = True) -> BuildReport:
-    """Build (or bring up to date) the atlas under ``root``; see the module doc. ``prune=False`` keeps
-    parts of inventories not named this time (e.g. ``atlas link`` adds one pair)."""
+    """Build (or bring up to date) the atlas under ``root``; see the module doc.
+
+    Each part has an owner, the step whose rows it holds. ``prune=True`` is ``atlas build``: it owns the
+    nodes and declared links of every inventory in the atlas and the learned links of its pairs, and
+    replaces or drops only those. ``prune=False`` is ``atlas link``: the learned parts of the named pairs
+    become the link's own, with what made them (pair, encoder, link options); it adds the nodes and declared
+    links of inventories new to the atlas, leaves the build's as they are and drops nothing. A
+    later build keeps a linked part, with the nodes of its inventories, and brings it up to date with the
+    link's own options when its inputs change; it drops it only when one of its inventories is gone. A
+    link of the same pair and encoder replaces it."""
     from ..modeling.encode import model_fingerprint
 
     t0 = time.perf_counter()
     cfg = cfg or LinkConfig()
+    owner = "build" if prune else "link"
     root = Path(root) if root is not None else atlas_dir()
     man = read_atlas_manifest(root)
     old = man["parts"]
@@ -119,21 +145,53 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
     rep = BuildReport(root=str(root))
     invs = discover(datasets, runs)
     by_key = {i.key: i for i in invs}
+    linked = {n: p for n, p in old.items() if p.get("owner") == "link" and p.get("recipe")} if prune else {}
+    for name, p in list(linked.items()):  # a linked pair's inventories stay in the atlas while they exist
+        for key in (p["recipe"]["source"], p["recipe"]["target"]):
+            if key not in by_key and (inv := _link_inventory(key)) is not None:
+                by_key[key] = inv
+                invs.append(inv)
+        if not all(k in by_key for k in (p["recipe"]["source"], p["recipe"]["target"])):
+            log.warning("atlas: %s is dropped: an inventory it links is gone", name)
+            del linked[name]
     fns = [i for i in invs if i.ontology == "FrameNet" and i.kind == "type"]
+    enc_fps: dict[str | None, str] = {}
 
-    def part(name: str, fingerprint: str, make, kind: str) -> None:
+    def part(name: str, fingerprint: str, make, kind: str, **meta: Any) -> None:
         fingerprint = _fp(VERSIONS[kind], fingerprint)
         path = root / kind / f"{_slug(name.split('/', 1)[1])}.parquet"
         prev = old.get(name)
-        if not full and prev and prev.get("fingerprint") == fingerprint and (root / prev["path"]).exists():
-            new[name] = prev
+        meta = {"owner": "build", **meta}
+        # a link sees only its pair's inventories: the nodes and declared links the build made stay the build's
+        mine = prune or kind == "learned"
+        same = not full and prev is not None and prev.get("fingerprint") == fingerprint
+        if prev and (root / prev["path"]).exists() and (same or not mine):
+            new[name] = {**prev, **meta}
             rep.kept.append(name)
             return
         table, extra = make()
         write_parquet(table, path)
         new[name] = {"kind": kind, "fingerprint": fingerprint, "path": str(path.relative_to(root)),
-                     "rows": table.num_rows, "sha256": sha256_file(path), **extra}
+                     "rows": table.num_rows, "sha256": sha256_file(path), **extra, **meta}
         rep.built.append(name)
+
+    def learned(A: Inventory, B: Inventory, e: str | None, pcfg: LinkConfig, who: str) -> None:
+        if e not in enc_fps:
+            enc_fps[e] = model_fingerprint(e)["hash"]
+        gold = gold_mapping(A, B)  # the gold fits the calibration and is scored: its change rebuilds
+        fp = _fp(A.fingerprint, B.fingerprint, enc_fps[e], pcfg.as_dict(), A.majority, gold)
+
+        def make():
+            res = link_pair(A, B, pcfg, encoder=e, work_dir=root / "work")
+            rep.metrics.extend(res.metrics)
+            rep.pairs.append(res.info)
+            log.info("atlas %s -> %s (%s): %d links in %.1fs", A.key, B.key, res.info["encoder"],
+                     res.links.num_rows, res.info["seconds"])
+            return res.links, {"info": res.info, "metrics": res.metrics}
+
+        recipe = {"source": A.key, "target": B.key, "encoder": e, "config": pcfg.as_dict()}
+        part(f"learned/{A.key}__{B.key}__{encoder_label(e)}", fp, make, "learned", owner=who,
+             **({"recipe": recipe} if who == "link" else {}))
 
     for inv in invs:
         part(f"nodes/{inv.key}", _fp(inv.fingerprint), lambda inv=inv: (inv.node_table(), {}), "nodes")
@@ -145,26 +203,26 @@ def build(*, datasets: Sequence[str] | None = None, runs: Sequence[str] | None =
             part(f"declared/{inv.key}", _fp(inv.fingerprint, mfp, sorted((f.key, f.fingerprint) for f in fns)),
                  lambda inv=inv: (declared_links(inv, fns), {}), "declared")
     todo = list(pairs) if pairs is not None else default_pairs(invs)
-    enc_fps = {e: model_fingerprint(e)["hash"] for e in encoders}
     for a, b in todo:
         if a not in by_key or b not in by_key:
             missing = a if a not in by_key else b
             raise FileNotFoundError(f"atlas link: no inventory {missing!r} (known: {', '.join(sorted(by_key))})")
-        A, B = by_key[a], by_key[b]
         for e in encoders:
-            name = f"learned/{a}__{b}__{encoder_label(e)}"
-            gold = gold_mapping(A, B)  # the gold fits the calibration and is scored: its change rebuilds
-            fp = _fp(A.fingerprint, B.fingerprint, enc_fps[e], cfg.as_dict(), A.majority, gold)
-
-            def make(A=A, B=B, e=e):
-                res = link_pair(A, B, cfg, encoder=e, work_dir=root / "work")
-                rep.metrics.extend(res.metrics)
-                rep.pairs.append(res.info)
-                log.info("atlas %s -> %s (%s): %d links in %.1fs", A.key, B.key, res.info["encoder"],
-                         res.links.num_rows, res.info["seconds"])
-                return res.links, {"info": res.info, "metrics": res.metrics}
-
-            part(name, fp, make, "learned")
+            if f"learned/{a}__{b}__{encoder_label(e)}" not in linked:  # a linked pair stays the link's
+                learned(by_key[a], by_key[b], e, cfg, owner)
+    for name, p in sorted(linked.items()):  # the link's own options, this build's device and precision
+        r = p["recipe"]
+        try:
+            if r["encoder"] not in enc_fps:
+                enc_fps[r["encoder"]] = model_fingerprint(r["encoder"])["hash"]
+        except Exception as e:  # noqa: BLE001 - its encoder cannot be read now: its links stay as they are
+            log.warning("atlas: %s is kept as linked, not brought up to date: encoder %s: %s", name, r["encoder"], e)
+            new[name] = p
+            rep.kept.append(name)
+            continue
+        pcfg = LinkConfig(**{**r["config"], "methods": tuple(r["config"]["methods"])}, device=cfg.device,
+                          precision=cfg.precision)
+        learned(by_key[r["source"]], by_key[r["target"]], r["encoder"], pcfg, "link")
     if not prune:
         new = {**{k: v for k, v in old.items() if k not in new}, **new}
     rep.removed = sorted(set(old) - set(new))

@@ -1,7 +1,9 @@
 """Writing the atlas out: CSV, JSON lines, or SKOS in RDF Turtle.
 
 ``csv`` / ``jsonl``: ``atlas_nodes.<ext>`` and ``atlas_links.<ext>`` (list columns as ``|``-joined text in
-CSV, arrays in JSON). ``html``: ``atlas.html``, an offline interactive graph (:mod:`eventatlas.results.atlas_page`). ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
+CSV, arrays in JSON; a CSV text cell that starts like a formula, ``=``, ``+``, ``-``, ``@``, gets a leading
+``'``). ``html``: ``atlas.html``, an offline interactive graph (:mod:`eventatlas.results.atlas_page`).
+``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
 ``skos:Concept`` per node (``skos:prefLabel``, ``skos:definition``, ``skos:inScheme``), declared links as
 SKOS relations where SKOS has one (a hand mapping -> ``skos:closeMatch``; a parent relation ->
 ``skos:broader``) and every link, declared or learned, as an ``ea:Link`` resource carrying its
@@ -17,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from ..io import atomic_path
+from ..results.escaping import csv_cell
 
 FORMATS = ("csv", "jsonl", "skos", "html")
 EA = "urn:eventatlas:"
@@ -86,9 +89,10 @@ def skos_turtle(nodes: Iterable[Mapping[str, Any]], links: Iterable[Mapping[str,
 
 
 def _cell(v: Any) -> Any:
+    """A CSV cell: lists ``|``-joined; text a spreadsheet would run as a formula neutralised (:func:`csv_cell`)."""
     if isinstance(v, (list, tuple)):
-        return "|".join(str(x) for x in v)
-    return "" if v is None else v
+        v = "|".join(str(x) for x in v)
+    return "" if v is None else csv_cell(v)
 
 
 def export(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, Any]], fmt: str, out_dir: str | Path,

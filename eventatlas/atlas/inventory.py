@@ -3,13 +3,15 @@
 An :class:`Inventory` is one set of types with the mentions that are their evidence: a dataset's
 ``event_types`` (with the mentions labelled with each; FrameNet frames, Wikidata event classes of a
 wiki build, ACE/MAVEN/OntoEvent types alike), or the clusters of one clustering of a finished run
-(``assignments/<rep>/<algo>`` artifacts: ``mention_id``, ``label``, ``cluster``), keyed
-``run:<run_id>/<rep>/<algo>``. Node ids are ``<inventory>::<type_id>``.
+(``assignments/<rep>/<algo>`` artifacts: ``mention_id``, ``label``, ``cluster``, keyed
+``run:<run_id>/<rep>/<algo>``; or one integer column per clustering of an ``assignments/<rep>`` artifact,
+keyed ``run:<run_id>/<rep>/<column>``). Node ids are ``<inventory>::<type_id>``.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,9 +24,10 @@ import pyarrow.parquet as pq
 
 from .. import config
 from ..errors import InputError
-from ..io import write_parquet
+from ..io import sha256_file, write_parquet
 from .scorers.base import TypeSet
 
+log = logging.getLogger(__name__)
 RUN_PREFIX = "run:"
 N_NODE_EVIDENCE = 5
 
@@ -114,9 +117,39 @@ def dataset_inventory(dataset_dir: str | Path) -> Inventory:
                      parents=[(rows.get(t) or {}).get("parent_id") for t in types], mentions=mentions)
 
 
+def read_assignments(path: str | Path) -> list[tuple[str | None, list[str], list[int], list[str | None]]]:
+    """The clusterings of one assignments Parquet, as ``(name, mention ids, clusters, gold labels)``, in
+    either layout the project writes: one clustering per file (``mention_id``, ``cluster`` and maybe
+    ``label``: the untuned method, the cluster flow; name None) or several side by side (``mention_id``,
+    ``label`` and one integer column per clustering, e.g. ``attn_dot__agglomerative``: batch attention's
+    ``assignments_unseen``; named by the column). Mentions without a cluster are left out."""
+    path = Path(path)
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise InputError(path, "file", f"not a readable Parquet table ({e})") from None
+    found = schema.names
+    if "cluster" in found:
+        cols = ["cluster"]
+    else:
+        cols = [f.name for f in schema if f.name not in ("mention_id", "label") and pa.types.is_integer(f.type)]
+    if "mention_id" not in found or not cols:
+        raise InputError(path, "file", "no clustering: expected columns mention_id and cluster (one clustering) or "
+                                       f"mention_id and one integer column per clustering; found {found}")
+    t = _read(path, ["mention_id"] + cols + (["label"] if "label" in found else []))
+    ids = t.column("mention_id").to_pylist()
+    labels = t.column("label").to_pylist() if "label" in found else [None] * t.num_rows
+    out = []
+    for c in cols:
+        rows = [(m, int(k), lab) for m, k, lab in zip(ids, t.column(c).to_pylist(), labels) if k is not None]
+        out.append((None if c == "cluster" else c, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]))
+    return out
+
+
 def cluster_inventories(run_dir: str | Path) -> list[Inventory]:
-    """One inventory per clustering a finished run wrote (``assignments/...`` artifacts); none for a run
-    that wrote none or did not complete."""
+    """One inventory per clustering a finished run wrote (``assignments...`` artifacts, either layout of
+    :func:`read_assignments`); none for a run that wrote none or did not complete. An assignments file
+    that is gone is left out with a warning (its run's other clusterings still join)."""
     from ..results.records import read_record
 
     rec = read_record(Path(run_dir) / "run.json")
@@ -130,23 +163,26 @@ def cluster_inventories(run_dir: str | Path) -> list[Inventory]:
         kind, path = str(a.get("kind") or ""), a.get("path")
         if not kind.startswith("assignments") or not path or not str(path).endswith(".parquet") or dataset is None:
             continue
-        t = _read(Path(path), ["mention_id", "cluster"] + (["label"] if "label" in pq.read_schema(path).names else []))
-        clusters: dict[str, list[str]] = {}
-        labels: dict[str, Counter] = {}
-        lab_col = t.column("label").to_pylist() if "label" in t.column_names else [None] * t.num_rows
-        for mid, c, lab in zip(t.column("mention_id").to_pylist(), t.column("cluster").to_pylist(), lab_col):
-            cid = f"c{int(c)}"
-            clusters.setdefault(cid, []).append(mid)
-            if lab is not None:
-                labels.setdefault(cid, Counter())[str(lab)] += 1
-        types = sorted(clusters, key=lambda c: int(c[1:]))
-        sha = a.get("sha256") or hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        key = f"{RUN_PREFIX}{run['run_id']}/{kind.split('/', 1)[1] if '/' in kind else kind}"
-        out.append(Inventory(key=key, kind="cluster", dataset=dataset, dataset_dir=config.datasets_dir() / dataset,
-                             ontology=None, fingerprint=sha[:16], types=types,
-                             names=[f"cluster {c[1:]}" for c in types], definitions=[None] * len(types),
-                             parents=[None] * len(types), mentions=clusters, run_id=run["run_id"],
-                             majority=[labels[c].most_common(1)[0][0] if c in labels else None for c in types]))
+        if not Path(path).is_file():
+            log.warning("%s: run %s's %s artifact is gone: its clustering is left out", path, run["run_id"], kind)
+            continue
+        sha = a.get("sha256") or sha256_file(path)
+        base = f"{RUN_PREFIX}{run['run_id']}/{kind.split('/', 1)[1] if '/' in kind else kind}"
+        for name, mids, cl, labs in read_assignments(path):
+            clusters: dict[str, list[str]] = {}
+            labels: dict[str, Counter] = {}
+            for mid, c, lab in zip(mids, cl, labs):
+                cid = f"c{c}"
+                clusters.setdefault(cid, []).append(mid)
+                if lab is not None:
+                    labels.setdefault(cid, Counter())[str(lab)] += 1
+            types = sorted(clusters, key=lambda c: int(c[1:]))
+            out.append(Inventory(key=base if name is None else f"{base}/{name}", kind="cluster", dataset=dataset,
+                                 dataset_dir=config.datasets_dir() / dataset, ontology=None,
+                                 fingerprint=(sha[:16] if name is None else f"{sha[:16]}:{name}"), types=types,
+                                 names=[f"cluster {c[1:]}" for c in types], definitions=[None] * len(types),
+                                 parents=[None] * len(types), mentions=clusters, run_id=run["run_id"],
+                                 majority=[labels[c].most_common(1)[0][0] if c in labels else None for c in types]))
     return out
 
 

@@ -81,7 +81,7 @@ def build_cmd(
 def _inventory_args(name: str) -> tuple[list[str], list[str]]:
     """(datasets, runs) an inventory name needs: a dataset, or run:<id>/<rep>/<algo>."""
     if name.startswith("run:"):
-        return [], [run_dir(name[4:].split("/", 1)[0]).name]
+        return [], [run_dir(name[4:].split("/", 1)[0], id_only=True).name]
     return [dataset_dir(name).name], []
 
 

@@ -2,10 +2,12 @@
 
 Commands live by group in ``data`` (datasets in and out), ``train`` (methods, embeddings, clusters,
 the demo), ``results`` (warehouse reads, the report, publishing) and ``tools`` (search, grounding).
-Exit codes: 0 ok; 2 bad input (usage errors, unknown command/option/name, bad files) as one
-``error:`` line; 1 internal failure. Names (methods, datasets, readers, runs) are checked against the
-registry / data root first, so a typo is refused in well under a second: Prefect and torch are
-imported only inside the commands that need them.
+Exit codes: 0 ok; 2 bad input (usage errors, unknown command/option/name, bad files, bad run records) as
+one ``error:`` line; 1 a failure that is not the input's: the environment (a full disk or exceeded quota:
+one line naming the file, nothing half-written left; a busy warehouse: the runs wait queued) or an
+internal failure (one ``internal failure:`` line, the traceback with --debug). Names (methods, datasets,
+readers, runs) are checked against the registry / data root first, so a typo is refused in well under a
+second: Prefect and torch are imported only inside the commands that need them.
 """
 from __future__ import annotations
 
@@ -43,7 +45,15 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
 
 def error_line(e: BaseException) -> str:
     """The one-line text of an error: ``<file>:<line or record>: <what>`` for InputError (its str),
-    ``<file>: <reason>`` for OS errors on a named file, else ``<Type>: <message>``."""
+    ``<file>: <reason>`` for OS errors on a named file, a full disk as such (whoever raised it), else
+    ``internal failure: <Type>: <message>``."""
+    from ..io import DiskFull, is_disk_full  # only on the way out: the happy path does not import pyarrow
+
+    if is_disk_full(e):
+        what = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else \
+            (str(e).strip().splitlines() or [type(e).__name__])[0]
+        left = " (nothing was replaced, no temporary file is left)" if isinstance(e, DiskFull) else ""
+        return f"{what}{left}; free disk space (or quota) and run the command again"
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror or e}"
     if isinstance(e, _bad_input_types()):
@@ -94,8 +104,9 @@ _PASS_THROUGH = (typer.Exit, typer.Abort, _click_errors.NoArgsIsHelpError, Syste
 
 class _ErrorsAsLines(TyperGroup):
     """Every command: a usage error (unknown command or option, missing argument, bad value) or bad
-    input -> ``error: <what>`` on stderr, exit 2; any other uncaught exception -> one ``error: internal
-    failure: ...`` line, exit 1; tracebacks only with --debug."""
+    input -> ``error: <what>`` on stderr, exit 2; any other uncaught exception -> one ``error:`` line, exit 1
+    (``<file>: No space left on device ...`` for a full disk, else ``internal failure: ...``); tracebacks only
+    with --debug."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:  # the group's own options (`eventatlas --bogus`)
@@ -130,7 +141,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_ErrorsAsLines
                   rich_markup_mode=None,
                   help="eventatlas: event datasets in one schema, baselines, metrics and a DuckDB warehouse. "
                        "Exit codes: 0 ok, 2 bad input (an unknown command, option or name, or a bad file: one "
-                       "line naming it), 1 internal failure.")
+                       "line naming it), 1 a failure of the environment (a full disk: one line naming the file) "
+                       "or an internal one.")
 
 for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE", "1"),
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
@@ -223,10 +235,16 @@ def dataset_dir(name: str) -> Path:
         not_ingested(name)
 
 
-def run_dir(run: str) -> Path:
-    """A run by id (or its directory); unknown -> exit 2 with the closest run id."""
-    if Path(run).is_dir():
-        return Path(run)
+def run_dir(run: str, *, id_only: bool = False) -> Path:
+    """A run by id (or, unless ``id_only``, its directory), as an absolute path; unknown -> exit 2 with the
+    closest run id. An id is a name, never a path or a pattern (``*``, ``?``, ``[``, ``/``, ``..``: exit 2)."""
+    from ..modeling.saved import bad_run_ref
+
+    if not id_only and Path(run).is_dir():
+        return Path(os.path.abspath(run))
+    if bad_run_ref(run):
+        _fail(f"run {run!r}: {bad_run_ref(run)}; a run is named by its id, without path separators, '..' or "
+              "wildcards (`eventatlas runs` lists them)", code=2)
     rdir = config.runs_dir() / run
     if not rdir.is_dir():
         known = sorted(p.name for p in config.runs_dir().glob("*") if p.is_dir()) if config.runs_dir().is_dir() else []
@@ -255,14 +273,34 @@ def split(values: Optional[List[str]]) -> Optional[List[str]]:
 
 
 def split_seeds(values: Optional[List[str]]) -> Optional[List[int]]:
-    """``--seeds`` as integers (repeated or comma-separated); a non-integer is a ValueError naming it."""
+    """``--seeds`` as integers (repeated or comma-separated); a non-integer, a seed outside
+    ``0 <= seed < 2**31``, a repeated seed or too many seeds is a ValueError naming ``--seeds``."""
+    from ..experiments.spec import MAX_INT_DIGITS, MAX_SEEDS, check_seeds
+
+    texts = split(values) or []
+    if len(texts) > MAX_SEEDS:
+        raise ValueError(f"--seeds: {len(texts)} seeds, at most {MAX_SEEDS}")
     out = []
-    for v in split(values) or []:
+    for v in texts:
+        if len(v) > MAX_INT_DIGITS:  # int() of thousands of digits is slow (and refused), and not a seed anyway
+            raise ValueError(f"--seeds: {v[:20]}... ({len(v)} characters) is not a seed (an integer 0 <= seed "
+                             "< 2**31)")
         try:
             out.append(int(v))
         except ValueError:
             raise ValueError(f"--seeds: {v!r} is not an integer") from None
-    return out or None
+    return check_seeds(out, "--seeds") if out else None
+
+
+def seed_option(value: int) -> int:
+    """``--seed``'s check (a typer callback): the bound every seed has (:func:`split_seeds`'s), refused as a
+    usage error before anything runs."""
+    from ..experiments.spec import check_seeds
+
+    try:
+        return check_seeds([value], "--seed")[0]
+    except ValueError as e:
+        raise typer.BadParameter(str(e).removeprefix("--seed: ")) from None
 
 
 def fmt(v: Any) -> str:

@@ -78,9 +78,10 @@ def run(
 def checked_options(exp, params: Optional[str], seeds: Optional[List[str]] = None,
                     runner: str = "local") -> tuple[dict, Optional[list[int]]]:
     """``--params`` (JSON, validated against every training cell's method) and ``--seeds`` of an experiment
-    run, its datasets (ingested or ingestible) and the runner, checked before anything runs (exit 2)."""
+    run, the plan's size, its ``run:`` model references (well-formed, naming a saved model), its datasets
+    (ingested or ingestible) and the runner, checked before anything runs (exit 2)."""
     from ..experiments import ExperimentError
-    from ..experiments.run import check_datasets
+    from ..experiments.run import check_datasets, check_run
     from ..experiments.spec import _merge
     from ..methods import ParamError, get_spec
     from eventatlas.run.scaleout import parse_runner
@@ -91,6 +92,7 @@ def checked_options(exp, params: Optional[str], seeds: Optional[List[str]] = Non
         for cell in exp.all_cells():
             if cell.method:
                 get_spec(cell.method).validate(_merge(exp.cell_params(cell), p.get(cell.method, {})))
+        check_run(exp, s, p)
         check_datasets(exp)
         parse_runner(runner)
     except (ValueError, ParamError, ExperimentError) as e:

@@ -146,12 +146,15 @@ def report(
 
 def publish_paths(records: list[Path]) -> dict:
     """Land run records (after the queued ones) through the warehouse's one writer: the `publish` flow when
-    a Prefect API is configured, else the publish core directly; prints what landed."""
-    from eventatlas.results.publishing import pending_dir, pending_runs
+    a Prefect API is configured, else the publish core directly; prints what landed. Bad records are skipped
+    (a warning each) while the rest lands; the last line then names them (exit 2). Runs queued because the
+    warehouse was busy or could not be written: exit 1."""
+    from eventatlas.results.publishing import PublishRejected, pending_dir, pending_runs
     from eventatlas.results.records import RecordError
     from eventatlas.results.warehouse import WarehouseError
 
     waiting = len(pending_runs(config.warehouse_path()))
+    rejected = None
     try:
         if use_prefect():
             from flows.publish import publish as flow
@@ -162,6 +165,11 @@ def publish_paths(records: list[Path]) -> dict:
             from eventatlas.results.publishing import publish_records
 
             out = publish_records(records, warn=print_warning).as_dict()
+    except PublishRejected as e:  # the rest of the batch landed: report it, then name the skipped records
+        rejected, outcome = e, getattr(e, "outcome", None)
+        if outcome is None:
+            _fail(str(e), code=2)
+        out = outcome.as_dict()
     except (RecordError, WarehouseError) as e:
         _fail(str(e))
     n = len(out["published"]) + len(out["skipped"]) + len(out["failed"])
@@ -173,8 +181,16 @@ def publish_paths(records: list[Path]) -> dict:
         console.print(f"recorded {len(out['builds_from_queue'])} queued wiki build(s): "
                       f"{', '.join(out['builds_from_queue'])}", soft_wrap=True, markup=False)
     if out.get("queued"):
-        _fail(f"warehouse {out['warehouse']} is busy: {len(out['queued'])} run(s) stay queued in "
-              f"{pending_dir(out['warehouse'])}; run `eventatlas publish --pending` when it is free", code=1)
+        busy = out.get("queue_reason") in (None, "busy")
+        state = "is busy" if busy else f"could not be written ({out['queue_reason']})"
+        msg = (f"warehouse {out['warehouse']} {state}: {len(out['queued'])} run(s) stay queued in "
+               f"{pending_dir(out['warehouse'])}; run `eventatlas publish --pending` "
+               f"{'when it is free' if busy else 'once it can be written again'}")
+        if rejected is None:
+            _fail(msg, code=1)
+        print_warning(msg)
+    if rejected is not None:
+        _fail(str(rejected), code=2)
     return out
 
 
@@ -187,15 +203,14 @@ def publish(
 ) -> None:
     """Publish run records written outside a flow (e.g. by `eventatlas train`) to the warehouse, after the
     runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish core directly; with
-    one, the `publish` flow (the warehouse's one writer either way)."""
-    from eventatlas.results.records import RecordError, find_records, read_record
+    one, the `publish` flow (the warehouse's one writer either way). A bad record is skipped with a warning
+    and named again at the end (exit 2) while the rest lands."""
+    from eventatlas.results.records import RecordError, find_records
 
     if not paths and not pending:
         _fail("give run records to publish (PATH...) and/or --pending", code=2)
-    try:  # bad paths fail before anything starts
+    try:  # a path with no record fails before anything starts; a bad record is skipped, named at the end
         records = find_records(paths or [])
-        for r in records:
-            read_record(r)
     except RecordError as e:
         _fail(str(e), code=2)
     publish_paths(records)
@@ -225,16 +240,24 @@ def ensemble(
 
 
 @app.command()
-def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only)")) -> None:
-    """Run a read-only SQL query against the warehouse and print a table."""
+def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only: queries, "
+                                    "EXPLAIN, read-only PRAGMAs; no other file, no writes, no settings)")) -> None:
+    """Run read-only SQL against the warehouse and print the last statement's table. Only queries (SELECT,
+    WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE, PIVOT), EXPLAIN of one and read-only PRAGMAs run;
+    they read the warehouse and the dataset Parquet files its views read, nothing else."""
     import duckdb
 
+    from eventatlas.results.sql_session import QueryRefused, run_query
     from eventatlas.results.warehouse import Warehouse, WarehouseError
 
     read_warehouse()
     try:
-        cols, rows = Warehouse().query_rows(query)
-    except duckdb.Error as e:  # the query itself is the bad input (syntax, a write on the read-only view)
+        cols, rows = run_query(Warehouse(), query)
+    except QueryRefused as e:
+        _fail(str(e), code=2)
+    except duckdb.PermissionException as e:  # a query reaching past the warehouse and its datasets
+        _fail(f"sql reads only the warehouse and its datasets' Parquet files: {e}", code=2)
+    except duckdb.Error as e:  # the query itself is the bad input (syntax, unknown table, a locked setting)
         _fail(str(e), code=2)
     except WarehouseError as e:
         _fail(str(e))

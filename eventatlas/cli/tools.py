@@ -78,10 +78,16 @@ def search(
             import pyarrow as pa
             import pyarrow.csv as pcsv
 
+            from ..results.escaping import csv_cell
+
             labels = pa.array(["|".join(x or []) for x in table["labels"].to_pylist()], pa.string())
+            flat = table.set_column(table.schema.get_field_index("labels"), "labels", labels)
+            # text a spreadsheet would run as a formula (a sentence starting with "=") is neutralised
+            flat = pa.table({n: pa.array([csv_cell(v) for v in c.to_pylist()], c.type) if pa.types.is_string(c.type)
+                             else c for n, c in zip(flat.column_names, flat.columns)})
             output.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(output) as tmp:  # nothing half-written
-                pcsv.write_csv(table.set_column(table.schema.get_field_index("labels"), "labels", labels), tmp)
+                pcsv.write_csv(flat, tmp)
         console.print(f"wrote {len(rows)} results to {output}", markup=False)
 
 

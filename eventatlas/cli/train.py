@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
-               prefect_guard, print_rows, print_warning, split, split_seeds, unknown)
+               prefect_guard, print_rows, print_warning, seed_option, split, split_seeds, unknown)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -43,7 +43,7 @@ def cluster(
                                   help="agglomerative, manifold, manifold_sym, affinity"),
     n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types"),
     model: Optional[str] = typer.Option(None, "--model"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", callback=seed_option),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (embedding)"),
 ) -> None:
     """Cluster a dataset's mentions (runs the `cluster` flow); prints the assignments path."""
@@ -138,7 +138,7 @@ def _run_ids(flow_out: dict) -> list[str]:
 def train(
     method: str = typer.Argument(..., help="method name (`eventatlas methods` lists them)"),
     dataset: str = typer.Argument(..., help="ingested dataset name (or a dataset directory)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", callback=seed_option),
     params: Optional[str] = typer.Option(None, "--params", help="JSON config of the method, e.g. "
                                          '\'{"train": {"epochs": 3}}\''),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),

@@ -29,7 +29,8 @@ from tqdm import tqdm
 from .. import config
 from .download import fetch
 from ..errors import InputError
-from ..io import DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, link_file, staging_dir, switch_dir
+from ..io import (DatasetWriter, Rejects, clean_staging, fault_point, fingerprint_paths, link_file, naming_disk_full,
+                  staging_dir, switch_dir)
 from ..names import check_name
 from ..readers import REGISTRY, get_reader
 from ..readers._common import DATA_ERRORS, unique_ids
@@ -135,10 +136,15 @@ def _keep_version(out: Path, prev: dict) -> Path | None:
         return dest
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    _link_files([*out.glob("*.parquet"), out / "manifest.json"], tmp)
-    fault_point("keep_version")
-    os.replace(tmp, dest)
+    try:
+        with naming_disk_full(dest):  # links can need a directory block, copies (no links) the data
+            tmp.mkdir(parents=True)
+            _link_files([*out.glob("*.parquet"), out / "manifest.json"], tmp)
+            fault_point("keep_version")
+            os.replace(tmp, dest)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # at once, not at the next ingest
+        raise
     for old in sorted(p for p in dest.parent.iterdir() if not p.name.endswith(".partial"))[:-KEEP_VERSIONS]:
         shutil.rmtree(old, ignore_errors=True)
     return dest
@@ -174,11 +180,13 @@ def restore_version(dataset: str, version: str, datasets_dir: str | Path | None 
     if prev:
         _keep_version(out, prev)
     man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    stage = staging_dir(out)  # the version is assembled beside the dataset and switched in at once
+    with naming_disk_full(out):
+        stage = staging_dir(out)  # the version is assembled beside the dataset and switched in at once
     try:
-        _link_files([*src.glob("*.parquet"), src / "manifest.json"], stage)
-        fault_point("restore_staged")
-        switch_dir(stage, out)
+        with naming_disk_full(out):
+            _link_files([*src.glob("*.parquet"), src / "manifest.json"], stage)
+            fault_point("restore_staged")
+            switch_dir(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

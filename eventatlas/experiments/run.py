@@ -7,17 +7,24 @@ A cell x seed whose run already finished with the same method, config, data fing
 (in the warehouse, or as a finished run record on disk) is reused, not run again (``rerun`` forces); a
 run killed half-way is taken over by the next attempt (``reuse_unfinished``), so killing an experiment
 and starting it again finishes only the missing cells.
+
+Each cell x seed (by its run prefix) and each dataset to ingest is locked (``flock`` on
+``<data root>/locks/...``) while it runs: a second run of the same experiment started meanwhile waits for
+that cell and then reuses its run instead of training it again. The kernel drops the lock when its
+holder dies (SIGKILL included), so a killed run never blocks the next one.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .. import config
-from .spec import Experiment, ExperimentError, _merge
+from .spec import Experiment, ExperimentError, _merge, check_plan, check_seeds, model_refs, why_bad_ref
 
 Execute = Callable[[list[dict[str, Any]]], list[str]]
 Publish = Callable[[list[str]], Any]
@@ -55,8 +62,60 @@ def check_datasets(exp: Experiment) -> dict[str, Path]:
     return out
 
 
+def check_run(exp: Experiment, seeds: Iterable[int] | None = None,
+              params: dict[str, Any] | None = None) -> list[int]:
+    """What must hold before any cell runs, so a refused plan writes no run directory or warehouse row: the
+    seeds (``seeds`` overrides the declared ones), the plan's size, and every ``run:`` reference in the
+    params (the declaration's and ``params``) well-formed and naming a saved model. Returns the seeds."""
+    from ..modeling.saved import ModelError, resolve_ref
+
+    try:
+        seeds = check_seeds(exp.seeds if seeds is None else seeds, "seeds" if seeds is None else "--seeds")
+    except ValueError as e:
+        raise ExperimentError(f"{exp.source}: {e}") from None
+    check_plan(exp, seeds)
+    for where, value in model_refs(exp, params):
+        why = why_bad_ref(value)
+        if why:
+            raise ExperimentError(f"{exp.source}: {where} {value!r}: {why}")
+        try:
+            resolve_ref(value)
+        except ModelError as e:
+            raise ExperimentError(f"{exp.source}: {where}: {e}") from None
+    return seeds
+
+
+class Lock:
+    """An exclusive ``flock`` on ``<data root>/locks/<kind>/<key>.lock`` (the file stays: removing a lock
+    file another process waits on would let a third one lock a new file beside it)."""
+
+    def __init__(self, kind: str, key: str):
+        from ..names import check_name
+
+        self.path = config.data_root() / "locks" / kind / f"{check_name(key, f'{kind} lock key')}.lock"
+        self._fd: int | None = None
+
+    def acquire(self, wait: bool) -> bool:
+        """Take the lock (``wait``: until its holder lets go or dies); False when held and not ``wait``."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def ingest_missing(exp: Experiment, say: Callable[[str], None]) -> list[str]:
-    """Ingest each dataset that is not there from its input; returns the ingest run records."""
+    """Ingest each dataset that is not there from its input; returns the ingest run records. A dataset that
+    another run is ingesting is waited for, not ingested twice."""
     from ..data.ingest import ingest_dataset
     from ..results.records import ingest_record
     from ..results.runinfo import utcnow
@@ -65,12 +124,21 @@ def ingest_missing(exp: Experiment, say: Callable[[str], None]) -> list[str]:
     for alias, ddir in check_datasets(exp).items():
         if (ddir / "manifest.json").exists():
             continue
-        ref, src = exp.datasets[alias], dataset_input(exp, alias)
-        say(f"dataset {ddir.name}: not ingested, ingesting {src} with reader {ref.reader}")
-        started = utcnow().isoformat()
-        man = ingest_dataset(ref.reader, str(src), dataset=ddir.name)
-        recs.append(str(ingest_record(man, {"name": ref.reader, "path": str(src), "dataset": ddir.name,
-                                            "experiment": exp.name}, started)))
+        lock = Lock("datasets", ddir.name)
+        if not lock.acquire(wait=False):
+            say(f"dataset {ddir.name}: another run is ingesting it; waiting for it")
+            lock.acquire(wait=True)
+        try:
+            if (ddir / "manifest.json").exists():  # that other run ingested it
+                continue
+            ref, src = exp.datasets[alias], dataset_input(exp, alias)
+            say(f"dataset {ddir.name}: not ingested, ingesting {src} with reader {ref.reader}")
+            started = utcnow().isoformat()
+            man = ingest_dataset(ref.reader, str(src), dataset=ddir.name)
+            recs.append(str(ingest_record(man, {"name": ref.reader, "path": str(src), "dataset": ddir.name,
+                                                "experiment": exp.name}, started)))
+        finally:
+            lock.release()
     return recs
 
 
@@ -84,6 +152,7 @@ class CellRun:
     record: str | None = None
     reused: bool = False
     status: str | None = None
+    lock: Lock | None = field(default=None, repr=False, compare=False)
 
 
 def finished_run(prefix: str) -> tuple[str, str | None, bool] | None:
@@ -141,69 +210,124 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
     (:func:`eventatlas.results.publishing.publish_experiment`). ``params``: method -> params merged over the
     experiment's (e.g. another encoder). Cells that fail are recorded; see ``Outcome.failed``."""
     from ..results.publishing import publish_experiment
-    from ..results.records import read_record
     from ..run.runner import evaluation_prefix, training_prefix
 
-    seeds = [int(s) for s in (seeds if seeds is not None else exp.seeds)]
+    seeds = check_run(exp, seeds, params)
     ddirs = check_datasets(exp)
+    cells = exp.all_cells()
+    say(f"plan: {len(cells)} cell(s) x {len(seeds)} seed(s) = {len(cells) * len(seeds)} cell run(s); "
+        + ("--rerun: each runs again" if rerun else "those already finished are reused"))
     ingested = ingest_missing(exp, say)
     if ingested:
         publish(ingested)
     out = Outcome(exp.name, exp.mode)
-    cells = exp.all_cells()
     by_key: dict[tuple[str, int], CellRun] = {}
     for phase in ("train", "evaluate"):
         todo: list[CellRun] = []
-        for cell in cells:
-            if (cell.method is None) != (phase == "evaluate"):
-                continue
-            ddir = ddirs[cell.dataset]
-            for seed in seeds:
-                if phase == "train":
-                    p = _merge(exp.cell_params(cell), (params or {}).get(cell.method, {}))
-                    job = {"method": cell.method, "dataset": ddir.name, "seed": seed, "params": p,
-                           "dataset_dir": str(ddir), "device": device, "flow": flow}
-                    prefix = training_prefix(cell.method, ddir, seed=seed, params=p, device=device)
-                else:
-                    trained = by_key[(cell.evaluate, seed)]
-                    if trained.status != "completed":
-                        cr = CellRun(cell.name, seed, {}, "", status=f"skipped (cell {cell.evaluate} did not "
-                                                                      f"complete: no model to apply)")
-                        out.cells.append(cr)
-                        continue
-                    ref = f"run:{trained.run_id}"
-                    job = {"model": ref, "method": trained.job["method"], "dataset": ddir.name, "seed": seed,
-                           "params": cell.params, "dataset_dir": str(ddir), "device": device, "flow": flow}
-                    prefix = evaluation_prefix(ref, ddir, seed=seed, params=cell.params)
-                cr = CellRun(cell.name, seed, job, prefix)
-                found = None if rerun else finished_run(prefix)
-                if found is not None:
-                    cr.run_id, cr.record, in_wh = found
-                    cr.reused, cr.status = True, "completed"
-                    say(f"cell {cell.name} seed {seed}: reused run {cr.run_id} (same method, config, data and "
-                        f"code version; --rerun runs it again)")
-                    if not in_wh and cr.record:  # finished before a kill, never published: publish it now
-                        publish([cr.record])
-                else:
-                    todo.append(cr)
-                by_key[(cell.name, seed)] = cr
-                out.cells.append(cr)
-        if todo:
-            say(f"{phase}: running {len(todo)} cell(s): " + ", ".join(f"{c.cell} seed {c.seed}" for c in todo))
-            records = execute([c.job for c in todo])
-            for cr, rec in zip(todo, records):
-                run = read_record(rec)["run"]
-                cr.run_id, cr.record, cr.status = run["run_id"], rec, run["status"]
-                if run.get("error"):
-                    cr.status = f"{run['status']} ({run['error']})"
-            for cr in todo[len(records):]:
-                cr.status = "lost (no run record)"
-        out.ran += len(todo)
+        waiting: list[CellRun] = []
+        try:  # the locks of the cell runs taken here are let go whatever happens
+            for cell in cells:
+                if (cell.method is None) != (phase == "evaluate"):
+                    continue
+                ddir = ddirs[cell.dataset]
+                for seed in seeds:
+                    if phase == "train":
+                        p = _merge(exp.cell_params(cell), (params or {}).get(cell.method, {}))
+                        job = {"method": cell.method, "dataset": ddir.name, "seed": seed, "params": p,
+                               "dataset_dir": str(ddir), "device": device, "flow": flow}
+                        prefix = training_prefix(cell.method, ddir, seed=seed, params=p, device=device)
+                    else:
+                        trained = by_key[(cell.evaluate, seed)]
+                        if trained.status != "completed":
+                            cr = CellRun(cell.name, seed, {}, "", status=f"skipped (cell {cell.evaluate} did not "
+                                                                          f"complete: no model to apply)")
+                            out.cells.append(cr)
+                            continue
+                        ref = f"run:{trained.run_id}"
+                        job = {"model": ref, "method": trained.job["method"], "dataset": ddir.name, "seed": seed,
+                               "params": cell.params, "dataset_dir": str(ddir), "device": device, "flow": flow}
+                        prefix = evaluation_prefix(ref, ddir, seed=seed, params=cell.params)
+                    cr = CellRun(cell.name, seed, job, prefix, lock=Lock("cells", prefix))
+                    if not cr.lock.acquire(wait=False):
+                        waiting.append(cr)  # another run (or an identical cell of this one) runs it now
+                    else:
+                        todo.append(cr)
+                        if not rerun and _reuse(cr, say, publish):
+                            todo.pop().lock.release()
+                    by_key[(cell.name, seed)] = cr
+                    out.cells.append(cr)
+            _execute(todo, execute, phase, say)
+        finally:
+            for cr in todo:
+                cr.lock.release()
+        out.ran += len(todo) + len(_after_others(waiting, execute, phase, rerun, say, publish))
     out.reused = sum(c.reused for c in out.cells)
     links = [{"cell": c.cell, "seed": c.seed, "run_id": c.run_id, "reused": c.reused}
              for c in out.cells if c.run_id]
     publish_experiment(exp, links)
     return out
+
+
+def _reuse(cr: CellRun, say: Callable[[str], None], publish: Publish) -> bool:
+    """Whether a finished run of ``cr``'s prefix exists; if so ``cr`` takes it (published if it is not yet)."""
+    found = finished_run(cr.prefix)
+    if found is None:
+        return False
+    cr.run_id, cr.record, in_wh = found
+    cr.reused, cr.status = True, "completed"
+    say(f"cell {cr.cell} seed {cr.seed}: reused run {cr.run_id} (same method, config, data and code version; "
+        "--rerun runs it again)")
+    if not in_wh and cr.record:  # finished before a kill, never published: publish it now
+        publish([cr.record])
+    return True
+
+
+def _execute(todo: list[CellRun], execute: Execute, phase: str, say: Callable[[str], None]) -> None:
+    """Run ``todo``'s jobs and set each cell run's run id, record and status."""
+    from ..results.records import read_record
+
+    if not todo:
+        return
+    listed = ", ".join(f"{c.cell} seed {c.seed}" for c in todo[:20])
+    more = f", ... ({len(todo) - 20} more)" if len(todo) > 20 else ""
+    say(f"{phase}: running {len(todo)} cell(s): {listed}{more}")
+    records = execute([c.job for c in todo])
+    for cr, rec in zip(todo, records):
+        run = read_record(rec)["run"]
+        cr.run_id, cr.record, cr.status = run["run_id"], rec, run["status"]
+        if run.get("error"):
+            cr.status = f"{run['status']} ({run['error']})"
+    for cr in todo[len(records):]:
+        cr.status = "lost (no run record)"
+
+
+def _after_others(waiting: list[CellRun], execute: Execute, phase: str, rerun: bool, say: Callable[[str], None],
+                  publish: Publish) -> list[CellRun]:
+    """Wait for each cell run another process holds, then reuse its run, or run it here when that process
+    died or its run failed; returns those run here. Locks are taken in one order (by prefix) in every
+    process, so two runs waiting on each other's cells cannot deadlock."""
+    if not waiting:
+        return []
+    say(f"{phase}: waiting for {len(waiting)} cell run(s) that another run is running: " +
+        ", ".join(f"{c.cell} seed {c.seed}" for c in waiting[:20]) + (" ..." if len(waiting) > 20 else ""))
+    held: dict[str, Lock] = {}
+    todo: list[CellRun] = []
+    try:
+        for cr in sorted(waiting, key=lambda c: c.prefix):
+            if cr.prefix in held:  # an identical cell of this run that is run here: run it beside that one
+                todo.append(cr)
+                continue
+            cr.lock.acquire(wait=True)
+            if rerun or not _reuse(cr, say, publish):
+                held[cr.prefix] = cr.lock
+                todo.append(cr)
+            else:
+                cr.lock.release()
+        _execute(todo, execute, phase, say)
+    finally:
+        for lock in held.values():
+            lock.release()
+    return todo
 
 
 def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish,

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import config
+from ..names import BadName, check_name, why_bad
 
 EXPERIMENTS_DIR = config.REPO_ROOT / "experiments"
 # leaderboard columns a table cell may filter on (eventatlas.results.leaderboard.IDENTITY, metric) and the experiment's
@@ -27,8 +28,37 @@ FILTER_KEYS = ("task", "dataset", "split", "setting", "method", "trained_on", "r
                "variant", "metric", "cell")
 
 
+# bounds on a declaration, so no file makes a plan that runs (or prints) without end
+MAX_BYTES = 256_000  # the largest declaration is under 10 kB
+MAX_DEPTH = 50  # YAML nesting (a declaration needs about 6)
+MAX_INT_DIGITS = 30  # an integer scalar
+# the warehouse's seed columns are INTEGER (int32), the narrowest of what records a seed (numpy's legacy seeding
+# takes < 2**32, torch and random more): a larger seed would run, then be refused at publish
+SEED_LIMIT = 2**31
+MAX_SEEDS = 100
+MAX_CELLS = 1000  # declared cells, or methods x datasets
+MAX_CELL_RUNS = 5000  # cells x seeds
+
+
 class ExperimentError(ValueError):
     """A bad or unknown experiment, in one line naming the file (and key)."""
+
+
+def check_seeds(seeds: Any, option: str = "seeds") -> list[int]:
+    """``seeds`` as a list of distinct integers ``0 <= seed <`` :data:`SEED_LIMIT`, at most :data:`MAX_SEEDS` of them;
+    else a ValueError naming ``option`` and the value (shortened: a 5000-digit seed is not echoed)."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError(f"{option}: no seed given")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"{option}: {len(seeds)} seeds, at most {MAX_SEEDS}")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
+            text = str(s) if len(str(s)) <= 24 else str(s)[:20] + f"... ({len(str(s))} characters)"
+            raise ValueError(f"{option}: {text} is not a seed (an integer 0 <= seed < 2**31)")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{option}: a seed repeats ({', '.join(map(str, seeds))})")
+    return seeds
 
 
 class _Strict(BaseModel):
@@ -135,6 +165,15 @@ class Experiment(_Strict):
     mode: Literal["full", "quick"] = "full"
     source: str = ""
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        return check_seeds(v, "seeds")
+
+    def n_cells(self) -> int:
+        """How many cells :meth:`all_cells` makes, without making them."""
+        return len(self.cells) if self.cells is not None else len(self.methods) * len(self.datasets)
+
     def all_cells(self) -> list[Cell]:
         """The declared cells, else each method on each dataset (named ``<method>@<alias>``)."""
         if self.cells is not None:
@@ -200,7 +239,8 @@ def _one_line(path: Path | str, e: ValidationError) -> str:
         return f"{path}: unknown key {loc!r}"
     if err["type"] == "missing":
         return f"{path}: missing key {loc!r}"
-    return f"{path}: {loc}: {err['msg']}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{path}: {msg}" if msg.startswith(f"{loc}:") else f"{path}: {loc}: {msg}"
 
 
 def parse(data: Any, source: str | Path, *, quick: bool = False) -> Experiment:
@@ -228,6 +268,7 @@ def _check_names(exp: Experiment) -> None:
     from ..readers import REGISTRY
 
     src = exp.source
+    _name(src, exp.name, "name")
     for m in [*exp.methods, *exp.params]:
         if m not in SPECS:
             raise ExperimentError(f"{src}: unknown method {m!r}; known: {', '.join(sorted(SPECS))}")
@@ -235,6 +276,15 @@ def _check_names(exp: Experiment) -> None:
         if ref.reader not in REGISTRY:
             raise ExperimentError(f"{src}: dataset {alias!r}: unknown reader {ref.reader!r}; known: "
                                   f"{', '.join(sorted(REGISTRY))}")
+        _name(src, exp.dataset_name(alias), f"datasets.{alias}.name")  # a directory under the data root
+    if exp.n_cells() > MAX_CELLS:
+        raise ExperimentError(f"{src}: {exp.n_cells()} cells, at most {MAX_CELLS} (declare fewer methods x datasets "
+                              "or split the experiment)")
+    check_plan(exp, exp.seeds)
+    for where, value in model_refs(exp):
+        why = why_bad_ref(value)
+        if why:
+            raise ExperimentError(f"{src}: {where} {value!r}: {why}")
     cells = exp.all_cells()
     names = [c.name for c in cells]
     if len(set(names)) != len(names):
@@ -272,10 +322,141 @@ def _check_names(exp: Experiment) -> None:
                                   f"columns: {', '.join(exp.table.columns)})")
 
 
+def _name(src: str, value: Any, key: str) -> None:
+    """The project's one name rule for a name that becomes a path (no separators, no '..', not absolute)."""
+    try:
+        check_name(value, key)
+    except BadName as e:
+        raise ExperimentError(f"{src}: {e}") from None
+
+
+def check_plan(exp: Experiment, seeds: list[int]) -> None:
+    """Refuse a plan of more than :data:`MAX_CELL_RUNS` cell runs (cells x seeds), in one line."""
+    n = exp.n_cells() * len(seeds)
+    if n > MAX_CELL_RUNS:
+        raise ExperimentError(f"{exp.source}: {exp.n_cells()} cells x {len(seeds)} seeds = {n} cell runs, at most "
+                              f"{MAX_CELL_RUNS}")
+
+
+def model_refs(exp: Experiment, extra: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(where, value) of every ``run:`` reference to a saved model in the params (the experiment's, each
+    cell's and ``extra``, the run's ``--params``)."""
+    from ..modeling.saved import REF_PREFIX
+
+    out: list[tuple[str, str]] = []
+
+    def walk(obj: Any, where: str) -> None:
+        if isinstance(obj, str) and obj.startswith(REF_PREFIX):
+            out.append((where, obj))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj):
+                walk(v, f"{where}.{i}")
+
+    walk(exp.params, "params")
+    for c in exp.cells or []:
+        walk(c.params, f"cells.{c.name}.params")
+    walk(extra or {}, "--params")
+    return out
+
+
+def why_bad_ref(value: str) -> str | None:
+    """Why ``value`` is not a well-formed ``run:<run id or prefix>`` / ``run:<method>:<dataset>:latest``
+    reference (each optionally ``@<encoder>``), or None: every part is a name (no path parts, no glob)."""
+    from ..modeling.saved import REF_PREFIX
+
+    key, _, enc = value[len(REF_PREFIX):].strip().partition("@")
+    if not key:
+        return f"no run id after {REF_PREFIX!r}"
+    parts = key.split(":")
+    if len(parts) == 3 and parts[2] == "latest":
+        parts = parts[:2]
+    elif len(parts) != 1:
+        return "not run:<run id>, run:<method>:<dataset>:latest (optionally @<encoder>)"
+    for part in [*parts, *([enc] if enc else [])]:
+        why = why_bad(part)
+        if why:
+            return f"{part!r} {why} (a run reference names runs, not paths or patterns)"
+    return None
+
+
 def experiment_files(directory: str | Path | None = None) -> dict[str, Path]:
     """name -> YAML file under ``experiments/`` (the name is the file's stem)."""
     d = Path(directory) if directory else EXPERIMENTS_DIR
     return {p.stem: p for p in sorted(d.glob("*.yaml"))}
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as a declaration needs it: a repeated key (the last would win unseen), an anchor or alias (a
+    few lines that expand to gigabytes), a merge key, nesting deeper than :data:`MAX_DEPTH` (recursion)
+    and an integer of more than :data:`MAX_INT_DIGITS` digits are refused, naming the file and line."""
+
+    source = ""
+    _depth = 0
+
+    def _refuse(self, mark: Any, what: str) -> None:
+        raise ExperimentError(f"{self.source}:{mark.line + 1}: {what}")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            self._refuse(event.start_mark, "anchors and aliases (&name, *name) are not allowed; write the value out")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                self._refuse(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self._refuse(key_node.start_mark, "merge keys (<<) are not allowed; write the keys out")
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    self._refuse(key_node.start_mark, f"key {key!r} repeats (first on line {seen[key]})")
+                seen[key] = key_node.start_mark.line + 1
+            except TypeError:  # an unhashable key: the base class refuses it
+                pass
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_bounded_int(self, node: Any) -> int:
+        text = str(self.construct_scalar(node))
+        if len(text) > MAX_INT_DIGITS:
+            self._refuse(node.start_mark, f"an integer of {len(text)} characters (at most {MAX_INT_DIGITS})")
+        return self.construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_bounded_int)
+
+
+def read_yaml(path: Path) -> Any:
+    """A declaration file's YAML (:class:`_StrictLoader`), at most :data:`MAX_BYTES`, UTF-8; anything else
+    is an :class:`ExperimentError` naming the file (and line)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ExperimentError(f"{path}: {size} bytes, more than a declaration needs (at most {MAX_BYTES})")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ExperimentError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise ExperimentError(f"{path}: {e.strerror or e}") from None
+    loader = _StrictLoader(text)
+    loader.source = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ExperimentError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    finally:
+        loader.dispose()
 
 
 def load(name: str, *, quick: bool = False, directory: str | Path | None = None) -> Experiment:
@@ -288,13 +469,7 @@ def load(name: str, *, quick: bool = False, directory: str | Path | None = None)
         close = difflib.get_close_matches(name, list(files), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ExperimentError(f"unknown experiment {name!r}{hint}; known: {', '.join(files) or '(none)'}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ExperimentError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    exp = parse(data, path, quick=quick)
+    exp = parse(read_yaml(path), path, quick=quick)
     if exp.name != path.stem:
         raise ExperimentError(f"{path}: name {exp.name!r} must equal the file's name {path.stem!r}")
     return exp

@@ -80,7 +80,7 @@ def ground_text(dataset_dir: str | Path, run_dir: str | Path, text: str, *, vari
 
         xenc = MentionEncoder(run_dir / "cross" / "model", max_length=cfg.get("cross_max_length", 160))
         model = CrossEncoder(xenc)
-        model.head.load_state_dict(torch.load(run_dir / "cross" / "head.pt", map_location="cpu"))
+        model.head.load_state_dict(torch.load(run_dir / "cross" / "head.pt", map_location="cpu", weights_only=True))
         kk = min(int(cfg.get("cross_k", 8)), len(gd.type_ids))
         c_items = candidate_inputs(xenc, gd)
         m_item = mention_inputs(xenc, ms, budget=min(cfg.get("cross_mention_length", 64), xenc.max_length // 2) - 2)[0]

@@ -160,8 +160,8 @@ def _save_model(cfg: Any, gd, out_dir, chosen: str, params: dict[str, Any], prec
     cross = params.get("cross") or {}
     if (out_dir / "cross" / "head.pt").exists():
         w.encoder_files(out_dir / "cross" / "model", max_length=cfg.cross_max_length, name="cross", default=False)
-        w.head("cross_head", torch.load(out_dir / "cross" / "head.pt", map_location="cpu"), kind="cross_encoder_head",
-               config={"tau_c": cross.get("tau_c"), "cross_k": cfg.cross_k})
+        head = torch.load(out_dir / "cross" / "head.pt", map_location="cpu", weights_only=True)
+        w.head("cross_head", head, kind="cross_encoder_head", config={"tau_c": cross.get("tau_c"), "cross_k": cfg.cross_k})
     w.close(representation=cfg.mention_pool, precision=precision,
             inference={"bi_encoder": chosen, "dataset": params.get("dataset"), "tau_c": cross.get("tau_c")})
 

@@ -35,7 +35,7 @@ def save_chosen(writer, model, out: Path, rep: str, epoch: int, cfg: Any) -> Non
     import torch
 
     pt = out / "models" / f"epoch_{epoch:02d}.pt"
-    model.load_state_dict(torch.load(pt, map_location="cpu"))
+    model.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
     writer.encoder(model.encoder, name=rep)
     cl = model.clusterer
     writer.head(f"clusterer_{rep}", cl.state_dict(), kind="attention_scorer",

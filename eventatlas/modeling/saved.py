@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -343,8 +344,9 @@ def is_ref(value: Any) -> bool:
 
 
 def read_model(path: str | os.PathLike) -> SavedModel:
-    """The saved model in directory ``path`` (refused in one line when it is not one)."""
-    p = Path(path)
+    """The saved model in directory ``path`` (refused in one line when it is not one, or when it or a part its
+    card names lies outside its directory: :func:`_check_inside`)."""
+    p = Path(os.path.abspath(path))
     card_path = p / CARD_NAME
     try:
         raw = json.loads(card_path.read_text(encoding="utf-8"))
@@ -360,7 +362,43 @@ def read_model(path: str | os.PathLike) -> SavedModel:
     except Exception as e:  # pydantic's message is multi-line: keep the first error
         first = str(e).splitlines()
         raise ModelError(f"{card_path}: invalid model card ({' '.join(first[:3])})") from None
+    _check_inside(p, card, card_path)
     return SavedModel(p, card)
+
+
+def _check_inside(model_dir: Path, card: ModelCard, card_path: Path) -> None:
+    """A saved model loads only its own files: the model directory may not be a symlink out of the directory
+    holding it (the run's), and every part its card names (encoders, heads) must be a relative path that stays
+    inside the model directory once ``..`` and symlinks are resolved, the files of an encoder directory
+    included. A card or a folder that points elsewhere is refused in one line: loading it would read weights
+    (and tokenizer or code files) that are not this run's."""
+    base = model_dir.resolve()
+    if not base.is_relative_to(model_dir.parent.resolve()):
+        raise ModelError(f"{model_dir}: the model directory is a link to {base}, outside its run directory "
+                         f"{model_dir.parent}; a saved model loads only files inside its run directory")
+    parts = [(f"encoder {n!r}", rel) for n, rel in card.encoders.items()]
+    parts += [(f"head {n!r}", h.file) for n, h in card.heads.items()]
+    for what, rel in parts:
+        if Path(rel).is_absolute() or rel.startswith("~"):
+            raise ModelError(f"{card_path}: {what} is the absolute path {rel!r}; a part of a saved model is a "
+                             "path inside its model directory")
+        target = model_dir / rel
+        for q in [target, *_tree(target)]:
+            real = q.resolve()
+            if not real.is_relative_to(base):
+                how = "leaves it through '..'" if ".." in Path(rel).parts else f"is a link to {real}"
+                raise ModelError(f"{card_path}: {what} ({q}) {how}, outside the model directory {model_dir}; a "
+                                 "saved model loads only files inside its model directory")
+
+
+def _tree(d: Path) -> list[Path]:
+    """Every entry under directory ``d`` (links listed, not followed); ``[]`` for a file or a missing path."""
+    if not d.is_dir() or d.is_symlink():
+        return []
+    out = []
+    for root, dirs, files in os.walk(d):
+        out += [Path(root) / n for n in dirs + files]
+    return out
 
 
 def saved_models(runs_dir: str | os.PathLike | None = None) -> list[SavedModel]:
@@ -399,18 +437,40 @@ def resolve_ref(ref: str | os.PathLike, runs_dir: str | os.PathLike | None = Non
     return found
 
 
+_RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
+
+
+def bad_run_ref(key: str) -> str | None:
+    """Why ``key`` cannot be a run id or the prefix of one, or None. A run id is a checked name plus a
+    timestamp and a random suffix (so it may exceed a name's length): letters, digits, ``.``, ``_``, ``-``,
+    ``=``, ``+``, no ``..``; never a path or a wildcard pattern (``*``, ``?``, ``[``)."""
+    if "/" in key or "\\" in key:
+        return "holds a path separator"
+    if ".." in key:
+        return "holds '..'"
+    if _RUN_REF.fullmatch(key):
+        return None
+    bad = sorted({c for c in key if not re.fullmatch(r"[A-Za-z0-9._=+-]", c)})
+    return f"holds {''.join(bad)!r}" if bad else "does not start with a letter or digit"
+
+
 def _find(s: str, key: str, root: Path) -> SavedModel:
+    forms = "run:<run id> | run:<unique prefix of one> | run:<method>:<dataset>:latest"
     if not key:
-        raise ModelError(f"{s}: empty run reference (run:<run id> | run:<method>:<dataset>:latest)")
+        raise ModelError(f"{s}: empty run reference ({forms})")
     if key.count(":") == 2 and key.endswith(":latest"):
         method, dataset, _ = key.split(":")
+        for part in (method, dataset):
+            if bad_run_ref(part):
+                raise ModelError(f"{s}: {part!r} {bad_run_ref(part)}; not a method or dataset name ({forms})")
         found = [m for m in saved_models(root) if m.card.method == method and m.card.trained_on == dataset]
         if not found:
             raise ModelError(f"{s}: no saved {method} model trained on {dataset!r} under {root} "
                              "(`eventatlas models` lists the saved models)")
         return found[0]
-    if "/" in key or key.startswith("."):
-        raise ModelError(f"{s}: a run id has no path separators")
+    if bad_run_ref(key):  # a reference is a name, never a path or a pattern: run:*7 matches nothing
+        raise ModelError(f"{s}: {key!r} {bad_run_ref(key)}; a run reference is a run id or its prefix, without "
+                         f"path separators, '..' or wildcards ({forms})")
     exact = root / key / MODEL_DIRNAME
     if (exact / CARD_NAME).is_file():
         return read_model(exact)

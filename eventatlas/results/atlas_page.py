@@ -10,12 +10,11 @@ holds data, not coordinates.
 """
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..io import atomic_path
+from .escaping import html_text, script_json
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>eventatlas atlas</title>
@@ -95,7 +94,8 @@ function draw() {
   if (!vb) { const b = g.getBBox(); setView({x: b.x - 10, y: b.y - 10, w: b.width + 20, h: b.height + 20}); }
   svg.dataset.nodes = V.length; svg.dataset.edges = E.length;
 }
-function esc(s) { const d = document.createElement('div'); d.textContent = s == null ? '' : String(s); return d.innerHTML; }
+function esc(s) { const d = document.createElement('div'); d.textContent = s == null ? '' : String(s);
+  return d.innerHTML.replace(/"/g, '&quot;').replace(/'/g, '&#39;'); }  // text and quoted attribute values
 function show(n) {
   selected = n; document.body.dataset.selected = n.node_id;
   const ls = D.links.filter(l => l.source === n.node_id || l.target === n.node_id)
@@ -155,10 +155,9 @@ def html_page(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, A
             "links": [{k: clean(l.get(k)) for k in ("source", "target", "relation", "kind", "score", "rank", "method",
                                               "evidence_mention_ids")} for l in links],
             "sentences": dict(sentences or {})}
-    text = json.dumps(data, default=str, allow_nan=False)
-    text = text.replace("</", "<\\/")  # the data cannot close its script element
-    summary = html.escape(f"{len(nodes)} nodes in {len({n['inventory'] for n in nodes})} inventories, "
-                          f"{len(links)} links")
+    text = script_json(data, default=str, allow_nan=False)  # the data cannot end or hide its script element
+    summary = html_text(f"{len(nodes)} nodes in {len({n['inventory'] for n in nodes})} inventories, "
+                        f"{len(links)} links")
     return PAGE.replace("__SUMMARY__", summary).replace("__DATA__", text)
 
 

@@ -10,6 +10,12 @@ at the run record on disk. Every later publish to the same warehouse (the next f
 ``eventatlas publish --pending``) lands the queued runs first. Publishing a run replaces its rows
 in every table in one transaction and the queue entry is removed only after that commit, so a
 run lands exactly once however often it is queued or retried.
+
+A warehouse that cannot be written for another reason of the machine (a full disk or exceeded quota, any
+other OS or DuckDB I/O error) is treated like a busy one: the runs not landed are queued. A bad record (a
+malformed ``run.json``, a seed the warehouse's INTEGER column cannot hold, unreadable files of a completed
+run) is named with its file and the reason and skipped: the rest of the batch lands, then
+:class:`PublishRejected` lists the skipped records.
 """
 from __future__ import annotations
 
@@ -20,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import duckdb
 import pyarrow as pa
 
 from ..errors import InputError
-from ..io import atomic_write_json, fault_point
+from ..io import atomic_write_json, fault_point, is_disk_full
 from .records import RecordError, load_metrics, load_train_log, read_record
 from .runinfo import utcnow
 from .warehouse import Warehouse, WarehouseError, WarehouseLocked
@@ -137,16 +144,61 @@ class PublishOutcome:
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     queued: list[str] = field(default_factory=list)
+    queue_reason: str | None = None  # why they were queued: the warehouse was busy, or could not be written
     from_queue: list[str] = field(default_factory=list)
     builds_from_queue: list[str] = field(default_factory=list)  # wiki builds recorded from the queue
+    rejected: list[dict[str, str]] = field(default_factory=list)  # {"record": path, "reason": ...}: not published
     metric_rows: int = 0
     views: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"published": self.published, "failed": self.failed, "skipped": self.skipped,
-                "queued": self.queued, "from_queue": self.from_queue, "builds_from_queue": self.builds_from_queue,
-                "metric_rows": self.metric_rows,
-                "views": self.views, "warehouse": self.warehouse}
+                "queued": self.queued, "queue_reason": self.queue_reason, "from_queue": self.from_queue,
+                "builds_from_queue": self.builds_from_queue, "rejected": self.rejected,
+                "metric_rows": self.metric_rows, "views": self.views, "warehouse": self.warehouse}
+
+
+class PublishRejected(RecordError):
+    """Run records a publish skipped as bad (each named with its file and the reason); every other run of
+    the batch landed or was queued. ``outcome``: the batch's :class:`PublishOutcome`."""
+
+    def __init__(self, outcome: PublishOutcome):
+        self.outcome = outcome
+        rej = outcome.rejected
+        shown = "; ".join(f"{r['record']}: {r['reason']}" for r in rej[:5]) + \
+            (f"; and {len(rej) - 5} more" if len(rej) > 5 else "")
+        super().__init__(f"{len(rej)} run record(s) not published: {shown}")
+
+    def __reduce__(self) -> tuple:  # keeps the outcome across a process boundary (a Prefect task's result)
+        return type(self), (self.outcome,)
+
+
+SEED_RANGE = (-2**31, 2**31 - 1)  # the warehouse's seed columns are INTEGER
+
+
+def check_run(rec: Mapping[str, Any]) -> None:
+    """Refuse (:class:`RecordError`) a run row the warehouse cannot hold, before anything is written."""
+    run = rec["run"]
+    seed = run.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
+        shown = repr(seed) if len(repr(seed)) <= 40 else f"{repr(seed)[:20]}... ({len(repr(seed))} characters)"
+        raise RecordError(f"run {run['run_id']}: seed {shown} does not fit the warehouse's seed column (an "
+                          f"integer from {SEED_RANGE[0]} to {SEED_RANGE[1]})")
+
+
+# a warehouse the machine cannot write now (full disk, quota, I/O, a failed commit): the runs wait queued
+_ENVIRONMENT = (OSError, duckdb.OperationalError, duckdb.FatalException)
+# what a run's own rows make DuckDB refuse (a value out of a column's range, a broken constraint)
+_BAD_ROWS = (RecordError, WarehouseError, duckdb.DataError, duckdb.IntegrityError)
+
+
+def _environmental(e: BaseException) -> bool:
+    return isinstance(e, _ENVIRONMENT) or isinstance(e.__cause__, _ENVIRONMENT) or is_disk_full(e)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _payload(rec: Mapping[str, Any], warn: Callable[[str], None]) -> tuple[list, Any, Any, Any]:
@@ -176,20 +228,52 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
                     warn: Callable[[str], None] | None = None) -> PublishOutcome:
     """Publish run records (paths to ``run.json``), after the runs queued for this warehouse.
 
-    Bad records raise :class:`RecordError` / :class:`WarehouseError` before anything is written.
-    A busy warehouse (after the bounded wait) queues every run not yet landed and returns
-    normally with them in ``queued``. ``on_record(record, metric_rows)`` runs after each landed
-    run (the Prefect task attaches its artifacts there); ``warn`` gets the one-line messages
-    (default: the ``eventatlas.publish`` logger).
+    A bad record (unreadable, malformed, rows the warehouse cannot hold) is skipped with a warning naming its
+    file and why, before any lock is taken; so is one whose rows DuckDB refuses. The others land, then
+    :class:`PublishRejected` (a :class:`RecordError`) names the skipped ones. A busy warehouse (after the
+    bounded wait), or one that cannot be written (full disk, I/O error), queues every run not yet landed and
+    returns normally with them in ``queued`` (``queue_reason`` says why). ``on_record(record, metric_rows)``
+    runs after each landed run (the Prefect task attaches its artifacts there); ``warn`` gets the one-line
+    messages (default: the ``eventatlas.publish`` logger).
     """
-    from .. import config
-
     warn = warn or log.warning
     wh = Warehouse(warehouse_path, on_wait=lambda holder: warn(busy_message(wh, holder)))
     out = PublishOutcome(warehouse=str(wh.path))
-    given = [(str(Path(p).resolve()), read_record(p)) for p in record_paths]  # bad records fail here
-    for _, rec in given:  # and bad rows too, before any lock is taken or anything is queued
-        _payload(rec, lambda _msg: None)  # (a failed run's warning is given once, when it lands)
+    _land(record_paths, wh, out, data_root, include_pending, on_record, warn)
+    if out.rejected:
+        raise PublishRejected(out)
+    return out
+
+
+def _reject(out: PublishOutcome, path: str | os.PathLike, e: BaseException, warn: Callable[[str], None]) -> None:
+    reason = _first_line(e).removeprefix(f"{path}: ")
+    out.rejected.append({"record": str(path), "reason": reason})
+    warn(f"{path}: not published: {reason}")
+
+
+def _drop(out: PublishOutcome, path: str, entry: Path | None, from_queue_only: bool, e: BaseException,
+          warn: Callable[[str], None]) -> None:
+    """A run that cannot be published: a queued one is set aside, a given one rejected (named at the end)."""
+    if from_queue_only:
+        _set_aside(entry, str(e), warn)
+    else:
+        _reject(out, path, e, warn)
+
+
+def _land(record_paths: Iterable[str | os.PathLike], wh: Warehouse, out: PublishOutcome, data_root: Any,
+          include_pending: bool, on_record: Any, warn: Callable[[str], None]) -> None:
+    from .. import config
+
+    given: list[tuple[str, dict[str, Any]]] = []
+    for p in record_paths:  # bad records and bad rows are set apart here, before any lock is taken
+        try:
+            rec = read_record(p)
+            check_run(rec)
+            _payload(rec, lambda _msg: None)  # (a failed run's warning is given once, when it lands)
+        except RecordError as e:
+            _reject(out, p, e, warn)
+            continue
+        given.append((str(Path(p).resolve()), rec))
     # (record path, record or None = read it when its turn comes, queue entry or None)
     todo: list[tuple[str, dict[str, Any] | None, Path | None]] = []
     entries = {e["run_id"]: e for e in pending_runs(wh.path)} if include_pending else {}
@@ -198,20 +282,39 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
     todo += [(path, rec, entries[rec["run"]["run_id"]]["entry"] if rec["run"]["run_id"] in entries else None)
              for path, rec in given]
 
-    def queue_rest(start: int, reason: str) -> None:
+    def queue_rest(start: int, e: BaseException) -> None:
+        busy = isinstance(e, WarehouseLocked)
+        reason = str(e) if busy else f"the warehouse could not be written: {_first_line(e)}"
+        unqueued: list[tuple[str, OSError]] = []
         for path, rec, entry in todo[start:]:
             run_id = rec["run"]["run_id"] if rec is not None else Path(entry).stem
             if entry is None:
-                queue_run(wh.path, path, run_id, reason)
+                try:
+                    queue_run(wh.path, path, run_id, reason)
+                except OSError as qe:  # the queue is on the same (full) disk
+                    unqueued.append((path, qe))
+                    continue
             out.queued.append(run_id)
-        warn(f"warehouse {wh.path} still busy: {len(todo) - start} run(s) queued in {pending_dir(wh.path)}; "
+        if unqueued:  # say where each record waits, then fail with the queue's own error
+            paths = " ".join(p for p, _ in unqueued)
+            warn(f"{len(unqueued)} run(s) could not be queued either; their records stay on disk: "
+                 f"`eventatlas publish {paths}` lands them")
+            raise unqueued[0][1]
+        out.queue_reason = "busy" if busy else _first_line(e)
+        why = "still busy" if busy else f"could not be written ({_first_line(e)})"
+        warn(f"warehouse {wh.path} {why}: {len(todo) - start} run(s) queued in {pending_dir(wh.path)}; "
              f"nothing is lost: `eventatlas publish --pending` (or the next flow's publish) lands them")
 
     try:
         wh.migrate()
-    except WarehouseLocked as e:
-        queue_rest(0, str(e))
-        return out
+    except WarehouseError as e:
+        if isinstance(e, WarehouseLocked) or _environmental(e):
+            queue_rest(0, e)
+            return
+        raise
+    except _ENVIRONMENT as e:
+        queue_rest(0, e)
+        return
     if include_pending:
         out.builds_from_queue = _land_queued_builds(wh, warn)
     for i, (path, rec, entry) in enumerate(todo):
@@ -219,21 +322,27 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
         if rec is None:  # a queued run: its record may have gone, or gone bad, since
             try:
                 rec = read_record(path)
+                check_run(rec)
             except (RecordError, OSError) as e:  # e.g. unreadable: set aside, the rest of the queue goes on
                 _set_aside(entry, str(e), warn)
                 continue
         run = rec["run"]
         try:
             rows, steps, evals, bench = _payload(rec, warn)
+        except RecordError as e:  # a queued record's files, read now (a given one's were checked above)
+            _drop(out, path, entry, from_queue_only, e, warn)
+            continue
+        try:
             wh.publish(run, rows, rec.get("artifacts", []), train_steps=steps, train_evals=evals, benchmarks=bench,
                        model=rec.get("model"))
         except WarehouseLocked as e:
-            queue_rest(i, str(e))
-            return out
-        except (RecordError, WarehouseError, OSError) as e:
-            if not from_queue_only:
-                raise
-            _set_aside(entry, str(e), warn)
+            queue_rest(i, e)
+            return
+        except (*_ENVIRONMENT, *_BAD_ROWS) as e:
+            if _environmental(e):  # the machine's fault, not the run's: it waits with the rest
+                queue_rest(i, e)
+                return
+            _drop(out, path, entry, from_queue_only, e, warn)
             continue
         fault_point("publish_committed")
         if entry is not None:  # only after the commit: a crash in between re-publishes (replaces) it
@@ -249,7 +358,8 @@ def publish_records(record_paths: Iterable[str | os.PathLike], *, warehouse_path
         out.views = wh.refresh_views(data_root or config.data_root())
     except WarehouseLocked as e:  # the runs landed; the views follow with the next publish
         warn(f"views of {wh.path} not refreshed (busy): {e}")
-    return out
+    except _ENVIRONMENT as e:
+        warn(f"views of {wh.path} not refreshed: {_first_line(e)}")
 
 
 def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> None:

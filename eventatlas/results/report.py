@@ -20,7 +20,6 @@ can check them against the warehouse. Reads the warehouse read-only.
 """
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.base import NOT_FRACTION
+from .escaping import html_text, markdown_text
 # the leaderboard rule (configurations, metrics shown, order, best) is the one `eventatlas leaderboard` uses
 from .leaderboard import CONFIG_COLS, IDENTITY, build
 from .warehouse import Warehouse
@@ -45,8 +45,7 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555;font-size:12px}
 """
 
 
-def _e(v: Any) -> str:
-    return html.escape("" if v is None else str(v), quote=True)
+_e = html_text
 
 
 def _scale(metric: str) -> float:
@@ -445,6 +444,7 @@ def benchmarks_markdown(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "\n".join(lines + ["No benchmark run in the warehouse yet: `make bench` (or any "
                                    "`benchmarks/bench_*.py`) records one.", ""])
+    head = len(lines)  # the page's own text (its comment included) above; below, values from the warehouse
     latest: dict[tuple, dict[str, Any]] = {}
     for r in rows:  # newest first: the first row of each key is its latest
         latest.setdefault(tuple(r[k] for k in BENCH_KEY), r)
@@ -457,7 +457,7 @@ def benchmarks_markdown(rows: list[dict[str, Any]]) -> str:
                   "machine | load | code version |", "|---|---|---|---|---|---|---|---|---|"]
         lines += [_bench_md_row(r, [str(r["finished_at"] or "")[:16], r["setting"], r["quantity"]])
                   for r in rows if r["benchmark"] == bench]
-    return "\n".join(lines + [""])
+    return "\n".join(lines[:head] + [markdown_text(x) for x in lines[head:]] + [""])
 
 
 def _bench_md_row(r: dict[str, Any], first: list[Any]) -> str:

@@ -174,8 +174,10 @@ class Warehouse:
 
     # -- connections -------------------------------------------------------------------
     @contextlib.contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection that waits (bounded, with backoff) for another process's lock."""
+    def connect(self, read_only: bool = False,
+                config: Mapping[str, Any] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection that waits (bounded, with backoff) for another process's lock; ``config``: DuckDB
+        options set when the database opens."""
         if read_only and not self.path.exists():
             raise WarehouseError(
                 f"warehouse {self.path} does not exist yet: run `eventatlas migrate` or a flow first"
@@ -188,7 +190,7 @@ class Warehouse:
             told = False
             while True:
                 try:
-                    con = duckdb.connect(str(self.path), read_only=read_only)
+                    con = duckdb.connect(str(self.path), read_only=read_only, config=dict(config or {}))
                     break
                 except duckdb.IOException as e:
                     if "lock" not in str(e).lower():
