@@ -1,19 +1,22 @@
-"""Mutation testing of the hardened modules with mutmut (README "Mutation testing"; not part of CI).
+"""Mutation testing of chosen modules with mutmut (docs/testing.md "Mutation testing"; not part of CI).
 
-Needs ``pip install -e '.[mutation]'``. Scope and test selection: ``[tool.mutmut]`` in
-pyproject.toml; of ``eventatlas/results/warehouse.py`` only the publish path is run (connect, transaction,
-publish and the row checks publish calls), with ``eventatlas/results/publishing.py``.
+Needs ``pip install -e '.[mutation]'``. What each group mutates and which test files cover it: ``GROUPS``
+below (adding a group is one entry there; its files and tests must also be in ``[tool.mutmut]``
+``only_mutate`` / ``pytest_add_cli_args_test_selection`` in pyproject.toml, which ``--smoke`` checks).
 
-    python scripts/mutation.py [--sample D] [--survivors-of DIR] [--summary] [--smoke] [http|io|publish ...]
+    python scripts/mutation.py [--sample D] [--survivors-of DIR] [--summary] [--smoke] [GROUP | FILE ...]
 
+A GROUP is a name from ``GROUPS`` (http, io, publish, metrics, clustering, retrieval, nnchain,
+sqlguard, atlas, experiments, savedmodels); a FILE
+(``eventatlas/evaluation/metrics.py``) stands for the groups that mutate it. None: every group.
 ``--sample 1`` runs only mutants whose number ends in 1 (1, 11, 21, ...: every mutated function is in it; a
-systematic ~10% sample; the same mutants
-every time, so before/after compare like with like). ``--survivors-of DIR`` re-runs only the mutants
-that survived (or had no test, or were not checked yet) in another checkout's finished run, after copying its results here:
-adding tests can only kill more, so this gives the after-figures at the cost of the survivors alone.
+systematic ~10% sample; the same mutants every time, so before/after compare like with like).
+``--survivors-of DIR`` re-runs only the mutants that survived (or had no test, or were not checked yet) in
+a finished run in DIR (another checkout, after copying its results here, or ``.`` for this one): adding
+tests can only kill more, so this gives the after-figures at the cost of the survivors alone.
 Prints per group: mutants run, killed, timeout, survived, no tests, kill rate.
 ``--smoke`` checks the set-up in seconds without mutmut and without writing anything: every group's
-patterns name functions that exist in the mutated modules, and the selected test files exist.
+files and functions exist and are in ``only_mutate``, and its test files exist and are selected.
 """
 from __future__ import annotations
 
@@ -26,22 +29,91 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from eventatlas.results import benchmarking  # noqa: E402
-W = "eventatlas.results.warehouse."
-GROUPS = {
-    "http": ["eventatlas.wiki.http.*"],
-    "io": ["eventatlas.io.*"],
-    "publish": ["eventatlas.results.publishing.*", W + "xǁWarehouseǁconnect", W + "xǁWarehouseǁtransaction",
-                W + "xǁWarehouseǁpublish", W + "x_metrics_table", W + "x_train_log_table", W + "x__insert_arrow",
-                W + "x__lock_holder", W + "x__json"],
+
+
+class Group(NamedTuple):
+    """``mutate``: source files (every function in them) or ``file.py::function`` /
+    ``file.py::Class.method`` (only that one); ``tests``: the test files that cover them."""
+
+    mutate: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+_WH = "eventatlas/results/warehouse.py::"
+_EDGES = "tests/test_evaluation_edges.py"
+GROUPS: dict[str, Group] = {
+    "http": Group(("eventatlas/wiki/http.py",),
+                  ("tests/test_wiki_http.py", "tests/test_wiki_http_hardening.py", "tests/test_wiki_http_limits.py",
+                   "tests/test_mutation_kills.py")),
+    "io": Group(("eventatlas/io.py",),
+                ("tests/test_readers_common.py", "tests/test_ingest.py", "tests/test_ingest_guards.py",
+                 "tests/test_readers_zip.py", "tests/test_mutation_kills.py", "tests/test_crash_consistency.py")),
+    # of the warehouse only the publish path: connect, transaction, publish and the row checks publish calls
+    "publish": Group(("eventatlas/results/publishing.py",
+                      *(_WH + f for f in ("Warehouse.connect", "Warehouse.transaction", "Warehouse.publish",
+                                          "metrics_table", "train_log_table", "_insert_arrow", "_lock_holder",
+                                          "_json"))),
+                     ("tests/test_warehouse.py", "tests/test_busy_warehouse.py", "tests/test_mutation_kills.py",
+                      "tests/test_crash_consistency.py")),
+    "metrics": Group(("eventatlas/evaluation/metrics.py",), ("tests/test_metrics.py", _EDGES)),
+    "clustering": Group(("eventatlas/evaluation/clustering.py",), ("tests/test_evaluation.py", _EDGES)),
+    "retrieval": Group(("eventatlas/evaluation/retrieval.py",), ("tests/test_evaluation.py", _EDGES)),
+    "nnchain": Group(("eventatlas/cluster/nnchain.py",),
+                     ("tests/test_cluster_scale.py", "tests/test_cluster_nnchain_edges.py")),
+    "sqlguard": Group(("eventatlas/results/sql_session.py",), ("tests/test_sql_readonly.py",)),
+    # of the atlas only building, part ownership, linking and reading assignments (its tests are slow)
+    "atlas": Group(("eventatlas/atlas/build.py::build", "eventatlas/atlas/build.py::_link_inventory",
+                    "eventatlas/atlas/build.py::write_record", "eventatlas/atlas/link.py::gold_mapping",
+                    "eventatlas/atlas/link.py::link_pair", "eventatlas/atlas/links.py",
+                    "eventatlas/atlas/inventory.py::read_assignments", "eventatlas/results/escaping.py"),
+                   ("tests/test_atlas_hardening.py", "tests/test_atlas.py", "tests/test_page_escaping.py")),
+    # the guards: loading and checking a spec, checking and locking a run, reusing finished cells
+    "experiments": Group((*("eventatlas/experiments/spec.py::" + f for f in (
+                              "check_seeds", "check_plan", "_check_names", "_name", "why_bad_ref", "read_yaml", "load",
+                              "_StrictLoader._refuse", "_StrictLoader.compose_node",
+                              "_StrictLoader.construct_mapping", "_StrictLoader.construct_bounded_int")),
+                          *("eventatlas/experiments/run.py::" + f for f in (
+                              "check_run", "Lock.__init__", "Lock.acquire", "Lock.release", "_reuse",
+                              "_after_others"))),
+                         ("tests/test_experiment_guards.py", "tests/test_experiments.py")),
+    # the loading path of saved models
+    "savedmodels": Group(tuple("eventatlas/modeling/saved.py::" + f for f in (
+                             "read_model", "_check_inside", "bad_run_ref", "resolve_ref", "_find")),
+                         ("tests/test_paths_and_models.py", "tests/test_saved_models.py")),
 }
 
 
+def _split(entry: str) -> tuple[str, str | None]:
+    path, _, func = entry.partition("::")
+    return path, func or None
+
+
+def _module(path: str) -> str:
+    return path[:-3].replace("/", ".")
+
+
+def group_patterns(group: Group) -> list[str]:
+    """mutmut's names for what ``group`` mutates (``pkg.mod.x_func``, ``pkg.mod.xǁClassǁmethod``, ``pkg.mod.*``)."""
+    out = []
+    for entry in group.mutate:
+        path, func = _split(entry)
+        if func is None:
+            out.append(f"{_module(path)}.*")
+        elif "." in func:
+            cls, meth = func.split(".", 1)
+            out.append(f"{_module(path)}.xǁ{cls}ǁ{meth}")
+        else:
+            out.append(f"{_module(path)}.x_{func}")
+    return out
+
+
 def patterns(group: str, sample: str | None) -> list[str]:
-    return [f"{p}__mutmut_*{sample or ''}" for p in GROUPS[group]]
+    return [f"{p}__mutmut_*{sample or ''}" for p in group_patterns(GROUPS[group])]
 
 
 def mutmut_names(module: str) -> list[str]:
@@ -56,22 +128,53 @@ def mutmut_names(module: str) -> list[str]:
     return out
 
 
-def smoke() -> int:
-    """The groups and the test selection still match the code (1 when they do not)."""
+def _config() -> dict:
     import tomllib
 
-    cfg = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
-    names = [n for m in cfg["only_mutate"] for n in mutmut_names(m[:-3].replace("/", "."))]
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
+
+
+def smoke() -> int:
+    """The groups still match the code and ``[tool.mutmut]`` (1 when they do not), saying what is off."""
+    cfg = _config()
+    selected = set(cfg["pytest_add_cli_args_test_selection"])
     bad = 0
-    for g, pats in GROUPS.items():
-        hit = {p: [n for n in names if fnmatch.fnmatch(n, p)] for p in pats}
-        empty = [p for p, h in hit.items() if not h]
-        print(f"{g}: {sum(map(len, hit.values()))} functions to mutate" + (f"; patterns matching nothing: {empty}" if empty else ""))
-        bad += bool(empty)
-    missing = [t for t in cfg["pytest_add_cli_args_test_selection"] if not (REPO / t).exists()]
+    for g, group in GROUPS.items():
+        problems = []
+        files = sorted({_split(e)[0] for e in group.mutate})
+        problems += [f"{f} does not exist" for f in files if not (REPO / f).is_file()]
+        problems += [f"{f} is not in only_mutate" for f in files
+                     if (REPO / f).is_file() and not any(fnmatch.fnmatch(f, p) for p in cfg["only_mutate"])]
+        names = [n for f in files if (REPO / f).is_file() for n in mutmut_names(_module(f))]
+        hit = {p: [n for n in names if fnmatch.fnmatch(n, p)] for p in group_patterns(group)}
+        problems += [f"pattern {p} matches no function" for p, h in hit.items() if not h]
+        problems += [f"test file {t} does not exist" for t in group.tests if not (REPO / t).is_file()]
+        problems += [f"test file {t} is not in pytest_add_cli_args_test_selection" for t in group.tests
+                     if t not in selected]
+        print(f"{g}: {sum(map(len, hit.values()))} functions to mutate" + (f"; {'; '.join(problems)}" if problems else ""))
+        bad += bool(problems)
+    missing = sorted(t for t in selected if not (REPO / t).exists())
     if missing:
         print(f"selected test files missing: {missing}")
     return 1 if bad or missing else 0
+
+
+def resolve(names: list[str]) -> list[str]:
+    """Group names for the command line's GROUP and FILE arguments, in order, without repeats
+    (ValueError naming an argument that is neither)."""
+    out: list[str] = []
+    for name in names:
+        if name in GROUPS:
+            found = [name]
+        else:
+            p = Path(name)
+            rel = (p.resolve().relative_to(REPO) if p.resolve().is_relative_to(REPO) else p).as_posix()
+            found = [g for g, group in GROUPS.items() if rel in {_split(e)[0] for e in group.mutate}]
+            if not found:
+                why = "no group mutates it" if name.endswith(".py") else "not a group"
+                raise ValueError(f"{name}: {why}; choose a group ({', '.join(GROUPS)}) or a file one of them mutates")
+        out += [g for g in found if g not in out]
+    return out
 
 
 def results(root: Path) -> dict[str, int | None]:
@@ -81,7 +184,7 @@ def results(root: Path) -> dict[str, int | None]:
     return codes
 
 
-def summary(groups: list[str], sample: str | None, root: Path = REPO) -> dict[str, dict]:
+def summary(groups: list[str], sample: str | None, root: Path = REPO, quiet: bool = False) -> dict[str, dict]:
     from mutmut.stats import status_by_exit_code
 
     codes, out = results(root), {}
@@ -94,6 +197,8 @@ def summary(groups: list[str], sample: str | None, root: Path = REPO) -> dict[st
         out[g] = {"run": run, **st, "kill_rate": round(100 * dead / max(run, 1), 1),
                   "survivors": sorted(k for k, v in mine.items() if status_by_exit_code[v] in ("survived", "no tests")),
                   "not_checked": sorted(k for k, v in mine.items() if v is None)}
+        if quiet:
+            continue
         print(f"{g}: {run} mutants run, {st['killed']} killed, {st['timeout']} timeout, {st['survived']} survived, "
               f"{st['no tests']} no tests, {st['suspicious'] + st['segfault']} other; kill rate "
               f"{out[g]['kill_rate']}%" + (f" ({st['not checked']} not checked)" if st["not checked"] else ""))
@@ -103,15 +208,17 @@ def summary(groups: list[str], sample: str | None, root: Path = REPO) -> dict[st
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # no choices=: argparse checks a nargs="*" positional's default (even []) against them and refuses it
-    ap.add_argument("groups", nargs="*", default=[], metavar="GROUP", help=f"{' | '.join(GROUPS)} (default: all)")
+    ap.add_argument("groups", nargs="*", default=[], metavar="GROUP|FILE",
+                    help=f"{' | '.join(GROUPS)} or a file a group mutates (default: all groups)")
     ap.add_argument("--sample", help="last digit of the mutant numbers to run (10%% sample)")
     ap.add_argument("--survivors-of", type=Path, help="a checkout whose finished run's survivors to re-run")
     ap.add_argument("--summary", action="store_true", help="only print the counts of the last run")
     ap.add_argument("--json", type=Path, help="also write the summary here")
     a = benchmarking.parse_args(ap, argv, publish=False)  # --smoke: check the set-up only (seconds, no mutmut)
-    unknown = [g for g in a.groups if g not in GROUPS]
-    if unknown:
-        ap.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    try:
+        a.groups = resolve(a.groups)
+    except ValueError as e:
+        ap.error(str(e))
     return a
 
 
@@ -120,20 +227,27 @@ def main(argv: list[str] | None = None) -> None:
     if a.smoke:
         raise SystemExit(smoke())
     mutmut = str(Path(sys.executable).with_name("mutmut"))
+
+    def run(g: str, names: list[str], mode: str = "w") -> None:
+        (REPO / "mutants").mkdir(exist_ok=True)
+        with open(REPO / "mutants" / f"run-{g}.log", mode) as log:
+            subprocess.run([mutmut, "run", "--max-children", "1", *names], cwd=REPO, stdout=log,
+                           stderr=subprocess.STDOUT, check=False)
+
     if not a.summary:
         for g in a.groups or list(GROUPS):
-            names = patterns(g, a.sample)
-            if a.survivors_of is not None:
-                prev = summary([g], a.sample, a.survivors_of)[g]
-                names = prev["survivors"] + prev["not_checked"]  # not checked: new or changed since
-                if not names:
-                    continue
-                if not (REPO / "mutants").exists():  # the other run's results, so killed ones stay killed
-                    shutil.copytree(a.survivors_of / "mutants", REPO / "mutants", symlinks=True)
-            (REPO / "mutants").mkdir(exist_ok=True)
-            with open(REPO / "mutants" / f"run-{g}.log", "w") as log:
-                subprocess.run([mutmut, "run", "--max-children", "1", *names], cwd=REPO, stdout=log,
-                               stderr=subprocess.STDOUT, check=False)
+            if a.survivors_of is None:
+                run(g, patterns(g, a.sample))
+                continue
+            prev = summary([g], a.sample, a.survivors_of, quiet=True)[g]
+            if not (REPO / "mutants").exists():  # the other run's results, so killed ones stay killed
+                shutil.copytree(a.survivors_of / "mutants", REPO / "mutants", symlinks=True)
+            if prev["survivors"] + prev["not_checked"]:
+                run(g, prev["survivors"] + prev["not_checked"])
+            # code changed or added since that run has mutants with no result yet (mutmut made them above)
+            new = summary([g], a.sample, quiet=True)[g]["not_checked"]
+            if new:
+                run(g, new, "a")
     out = summary(a.groups or list(GROUPS), a.sample)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -207,3 +207,25 @@ def test_check_query_parses_with_duckdb(world):
         check_query("SELEC 1")
     r = sql("   ")
     assert r.exit_code == 2 and "no statement to run" in r.stderr
+
+
+@pytest.mark.parametrize("query", ["PIVOT_WIDER runs ON status USING count(*)", "pragma show_tables",
+                                   "Pragma table_info('runs')", "EXPLAIN (FORMAT json) SELECT 1",
+                                   "explain analyze (format json) select 1"])
+def test_check_query_passes_read_only_statements_in_any_case_and_form(query):
+    """Lower-case PRAGMAs, PIVOT_WIDER (parsed as several statements) and EXPLAIN with options only read."""
+    assert len(check_query(query)) == 1
+
+
+def test_a_refused_statement_not_starting_with_a_word_is_named_by_its_text():
+    from eventatlas.results.sql_session import _keyword
+
+    assert _keyword("  (1) ") == "(1)"
+    assert _keyword("/* note */ drop table runs") == "DROP"
+
+
+def test_an_empty_query_is_refused_naming_sql():
+    from eventatlas.results.sql_session import QueryRefused
+
+    with pytest.raises(QueryRefused, match=r"^sql:query: no statement to run$"):
+        check_query(" -- nothing\n ")

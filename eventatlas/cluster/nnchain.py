@@ -156,11 +156,11 @@ def average_linkage(
     ``n_candidates``: K, the per-cluster candidate list length (speed only).
     """
     if sizes is None:
-        Xd = _normalise(X) if normalize else np.asarray(X, dtype=np.float64)
+        Xd = _normalise(X) if normalize else check_embeddings(X).astype(np.float64)
     else:
-        Xd = np.array(X, dtype=np.float64)
+        Xd = check_embeddings(X).astype(np.float64)
         sizes = np.asarray(sizes, dtype=np.float64)
-        if sizes.shape != (Xd.shape[0],) or np.any(sizes < 1):
+        if sizes.shape != (Xd.shape[0],) or not np.all(sizes >= 1):  # NaN fails >= 1 too
             raise ValueError(f"sizes must be ({Xd.shape[0]},) positive counts, got shape {sizes.shape}")
     n = Xd.shape[0]
     if n < 2:

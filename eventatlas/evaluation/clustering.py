@@ -105,7 +105,7 @@ def cluster_partitions(
             kw: dict[str, Any] = {"metric": metric, "seed": seed}
             data = x
             if algorithm in MANIFOLD:
-                if k_manifold:
+                if k_manifold is not None:  # 0 or less is refused by the algorithm, not read as "default"
                     kw["k"] = min(int(k_manifold), int(np.shape(x)[0]))
                 if metric == "precomputed":
                     m = float(np.min(x))

@@ -69,19 +69,29 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
+def _codes(y: Sequence[Hashable]) -> np.ndarray:
+    """Dense int codes of one label vector. A numpy array of numbers or strings goes through
+    ``np.unique``; anything else is coded by the labels themselves, so ``1`` and ``"1"`` stay two
+    labels and ``None`` is one (``np.asarray`` would turn ``[1, "1"]`` into two equal strings)."""
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        if y.ndim != 1:
+            raise ValueError(f"labels must be 1-D sequences, got shape {y.shape}")
+        return np.unique(y, return_inverse=True)[1].ravel()
+    seen: dict[Hashable, int] = {}
+    try:
+        return np.fromiter((seen.setdefault(v, len(seen)) for v in y), dtype=np.int64)
+    except TypeError:  # an unhashable item: a row of a 2-D input
+        raise ValueError(f"labels must be 1-D sequences of hashable values, got shape {np.shape(y)}") from None
+
+
 def _labels(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
     """Encode both label vectors as dense ints 0..G-1 / 0..C-1, with validation."""
-    yt = np.asarray(y_true)
-    yp = np.asarray(y_pred)
-    if yt.ndim != 1 or yp.ndim != 1:
-        raise ValueError(f"labels must be 1-D sequences, got shapes {yt.shape} and {yp.shape}")
-    if yt.shape[0] == 0:
+    t, p = _codes(y_true), _codes(y_pred)
+    if t.shape[0] == 0:
         raise ValueError("clustering metrics need at least one item, got empty y_true/y_pred")
-    if yt.shape[0] != yp.shape[0]:
-        raise ValueError(f"y_true has {yt.shape[0]} items but y_pred has {yp.shape[0]}")
-    _, t = np.unique(yt, return_inverse=True)
-    _, p = np.unique(yp, return_inverse=True)
-    return t.ravel(), p.ravel()
+    if t.shape[0] != p.shape[0]:
+        raise ValueError(f"y_true has {t.shape[0]} items but y_pred has {p.shape[0]}")
+    return t, p
 
 
 def contingency(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> sparse.csr_matrix:
@@ -189,7 +199,7 @@ def _ranks(ranks: Iterable[float]) -> np.ndarray:
     if np.isnan(r).any():
         raise ValueError("ranks contain NaN; use np.inf for 'not retrieved'")
     if (r < 1).any():
-        bad = r[r < 1][0]
+        bad = float(r[r < 1][0])  # a float, not numpy's "np.float64(0.5)" repr
         raise ValueError(f"ranks are 1-based, got {bad!r}")
     finite = r[np.isfinite(r)]
     if (finite != np.round(finite)).any():
@@ -197,10 +207,21 @@ def _ranks(ranks: Iterable[float]) -> np.ndarray:
     return r
 
 
+def _integer(value, name: str, minimum: int) -> int:
+    """``value`` as an int if it is a whole number >= ``minimum``, else ValueError (also for inf,
+    NaN, None and strings, which ``int()`` would refuse with another error or accept)."""
+    try:
+        ok = int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = "a positive" if minimum == 1 else "a non-negative"
+        raise ValueError(f"{name} must be {kind} integer, got {value!r}")
+    return int(value)
+
+
 def _check_k(k: int) -> int:
-    if int(k) != k or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    return int(k)
+    return _integer(k, "k", 1)
 
 
 def hits_at_k(ranks: Iterable[float], k: int) -> float:
@@ -228,9 +249,7 @@ def _relevance(ranked_relevance: Sequence[bool | int], n_relevant: int | None) -
         raise ValueError("ranked_relevance must hold 0/1 (or bool) flags")
     rel = rel.astype(bool, copy=False)
     found = int(rel.sum())
-    if n_relevant is not None and (int(n_relevant) != n_relevant or n_relevant < 0):
-        raise ValueError(f"n_relevant must be a non-negative integer, got {n_relevant!r}")
-    total = found if n_relevant is None else int(n_relevant)
+    total = found if n_relevant is None else _integer(n_relevant, "n_relevant", 0)
     if total < found:
         raise ValueError(f"n_relevant={n_relevant} is smaller than the {found} relevant items in the list")
     return rel, total

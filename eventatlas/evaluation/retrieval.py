@@ -158,6 +158,8 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
     """
     ks = _check_ks(ks)
     n_q = len(relevant)
+    if n_q == 0:
+        raise ValueError("no queries: the relevance list is empty")
     if exclude is not None and len(exclude) != n_q:
         raise ValueError(f"{n_q} queries but {len(exclude)} exclude sets")
     sums = defaultdict(float)
