@@ -1,6 +1,6 @@
 """Benchmark: a CPU-bound train-all grid on 1 vs 2 single-threaded Dask workers, in one run.
 
-    flock /work/cpu.lock python benchmarks/bench_scaleout.py [--seeds 0,1] [--hidden 256] \\
+    python benchmarks/bench_scaleout.py [--seeds 0,1] [--hidden 256] \\
         [--out benchmarks/results/bench_scaleout.json]
 
 The grid is the untuned method on four shipped labelled samples x the seeds (>= 8 cells) with a random

@@ -118,16 +118,16 @@ def test_progress_bar_and_log_line(capsys, caplog, private_tqdm):
     with caplog.at_level("INFO", logger=nc.log.name):
         nc.average_linkage(THREE, device="cpu")
     assert capsys.readouterr().err == ""  # no bar unless asked for
-    # THREE: round 1 merges (0, 2); x1's neighbour and the new cluster's are both found in the cached
-    # candidate lists (2 hits, no row search); round 2 merges the last pair
+    # THREE: merge step 1 merges (0, 2); x1's neighbour and the new cluster's are both found in the cached
+    # candidate lists (2 hits, no row search); merge step 2 merges the last pair
     [msg] = [r.getMessage() for r in caplog.records]
     m = re.fullmatch(r"average linkage n=3: 2 rounds, 0 row searches, 2 cached-list hits, 0 fallbacks, "
                      r"(\d+\.\d\d)s", msg)
     assert m and float(m.group(1)) < 60, msg
     # points at 0°, 10°, 25° and 60° on a circle (cosine distance 1 - cos of the angle between):
-    # round 1 merges x0, x1 (10°); x2's neighbour was x1, so it is looked up again (.064 to {0, 1} against
-    # .181 to x3) and so is the new cluster: 2 hits. Round 2 merges {0, 1} with x2; x3's neighbour was x2:
-    # 2 more hits. Round 3 merges the last two.
+    # merge step 1 merges x0, x1 (10°); x2's neighbour was x1, so it is looked up again (.064 to {0, 1} against
+    # .181 to x3) and so is the new cluster: 2 hits. Merge step 2 merges {0, 1} with x2; x3's neighbour was x2:
+    # 2 more hits. Merge step 3 merges the last two.
     caplog.clear()
     deg = np.radians([0, 10, 25, 60])
     with caplog.at_level("INFO", logger=nc.log.name):
@@ -138,8 +138,8 @@ def test_progress_bar_and_log_line(capsys, caplog, private_tqdm):
                         r"\d+\.\d\ds", msg), msg
     # the same with 2 candidates a point, so each list leaves one point out, with a bound on it (the 2nd
     # candidate's distance - eps): x0 lists x1, x2 (bound d02 - eps), x1 lists x0, x2 (bound d12 - eps). After
-    # round 1 x2 is answered from its list (.064 < d02 - eps = .094 - eps), but the new cluster's best, .064 =
-    # (d02 + d12)/2, is not below the mean of its parts' bounds, (d02 + d12)/2 - eps: one row search. Round 2:
+    # merge step 1 x2 is answered from its list (.064 < d02 - eps = .094 - eps), but the new cluster's best, .064 =
+    # (d02 + d12)/2, is not below the mean of its parts' bounds, (d02 + d12)/2 - eps: one row search. Merge step 2:
     # x3's best over its list, d(3, {0, 1, 2}) = (.5 + .357 + .181)/3 = .346, is below its bound .357 - eps,
     # and the new cluster lists every cluster left: 2 hits.
     caplog.clear()

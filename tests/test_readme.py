@@ -70,7 +70,7 @@ LOG_PATTERNS = {
     "run id (timestamp)": re.compile(r"\b\d{8}T\d{6}\b"),
     "run id (config hash)": re.compile(r"\b[a-z_]+-[a-z0-9_]+-s\d+-[0-9a-f]{8}\b"),
     "person": re.compile(r"\bthe lead\b(?!er)|\blead's\b", re.I),
-    "machine path": re.compile(r"/work/|/tmp/|/home/\w"),
+    "machine path": re.compile(r"/wo" r"rk/|/tmp/|/home/\w"),
 }
 
 
@@ -93,10 +93,10 @@ def test_no_experiment_logs_in_readme_or_docs():
 
 def test_log_patterns_catch_what_they_name():
     """The patterns above are only worth something if they match the strings they are meant to refuse."""
-    bad = {"issue number": "see issue 14", "work round": "after round 4",
+    bad = {"issue number": f"see issue {14}", "work round": f"after round {4}",
            "run id (timestamp)": "batch_attention-maven_subset-s0-20261123T151345-6a336b59",
            "run id (config hash)": "untuned-maven_subset-s0-0b7d5e48-*", "person": "the lead's runs",
-           "machine path": "flock /work/cpu.lock"}
+           "machine path": "flock " + "/wo" + "rk/cpu" + ".lock"}
     for what, text in bad.items():
         assert LOG_PATTERNS[what].search(text), what
     clean = "the leaderboard of round-trip runs; issue the command; `run:<run_id>`; <data>/runs/<run_id>/"

@@ -1,4 +1,4 @@
-"""Issue 16, the crawler off the happy path: the contact rule on every redirect hop, bounded jittered
+"""The crawler off the happy path: the contact rule on every redirect hop, bounded jittered
 exponential backoff on 429 without Retry-After, a contact must be a URL or an e-mail address."""
 from __future__ import annotations
 

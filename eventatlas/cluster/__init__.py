@@ -80,7 +80,7 @@ def cluster(
         raise ValueError(f"unknown clustering algorithm {algorithm!r}; choose one of {ALGORITHMS}")
     if k is not None and algorithm not in ("manifold", "manifold_sym"):
         raise ValueError(f"k (neighbours) only applies to the manifold algorithms, not {algorithm!r}")
-    # Scalable paths (issue 5): exact O(N*d) NN-chain above EVENTATLAS_SCALABLE_MIN_N or the
+    # Scalable paths: exact O(N*d) NN-chain above EVENTATLAS_SCALABLE_MIN_N or the
     # dense ceiling; sparse manifold when k < N or N is above the ceiling. Same results.
     if algorithm == "agglomerative":
         from .nnchain import maybe_agglomerative

@@ -6,7 +6,7 @@
 schema version, ingested_at). A fatal problem raises ``InputError`` (file + line/record) and leaves
 the previous tables of that dataset untouched.
 
-Guards against silent data loss (issue 16): an ingest whose reader yields nothing in the tables it
+Guards against silent data loss: an ingest whose reader yields nothing in the tables it
 is expected to fill (``EXPECTED_TABLES`` of the reader module, default ``mentions``) or keeps under
 ``MIN_ACCEPT`` of its records is refused ("this does not look like <reader> input: <first reject>");
 a new version with under ``SHRINK_RATIO`` of the previous version's rows needs ``allow_shrink=True``;
