@@ -177,11 +177,25 @@ def test_a_saved_model_loads_from_its_own_directory(model):
     assert m.encoder_path == model / "encoder" and (m.encoder_path / "model.safetensors").is_file()
 
 
+def test_latest_reference_searches_the_runs_directory_it_is_given(tmp_path, eventatlas_env):
+    """``run:<method>:<dataset>:latest`` under another runs directory (``runs_dir=``) finds the model there
+    and nowhere else: the data root's own runs directory holds none."""
+    other = tmp_path / "other_runs"
+    m = _saved(other / "swcc-x-s0-abcd1234-20260101T000000")
+    card = json.loads((m / CARD_NAME).read_text())
+    ref = f"run:swcc:{card['trained_on']}:latest"
+    assert resolve_ref(ref, runs_dir=other).path == m
+    with pytest.raises(ModelError, match=f"no saved swcc model trained on .* under {re.escape(str(config.runs_dir()))}"):
+        resolve_ref(ref)
+
+
 def test_a_card_naming_a_path_outside_the_model_is_refused(model, tmp_path):
     elsewhere = tmp_path / "tiny_bert"  # a real encoder directory outside the data root
     for changes, why in (({"encoders": {"encoder": str(elsewhere)}}, r"encoder 'encoder' is the absolute path"),
                          ({"encoders": {"encoder": "../../../../tiny_bert"}},
                           r"encoder 'encoder' \(.*\) leaves it through '\.\.', outside the model directory"),
+                         # a loader that expands "~" would leave the model for the user's home
+                         ({"encoders": {"encoder": "~/tiny_bert"}}, r"encoder 'encoder' is the absolute path '~/tiny_bert'"),
                          ({"heads": {"proxies": {"kind": "arcface", "file": "/etc/passwd"}}},
                           r"head 'proxies' is the absolute path '/etc/passwd'")):
         backup = (model / CARD_NAME).read_text()
