@@ -1,7 +1,12 @@
 """Test helper: an atlas (nodes and learned links given as rows) written as Parquet parts and published."""
 from __future__ import annotations
 
+import shutil
+
 import pyarrow as pa
+
+# Debian's headless browser, for the page tests (they skip without it)
+CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
 
 
 def publish_atlas_rows(tmp_path, nodes, links):
@@ -21,3 +26,17 @@ def publish_atlas_rows(tmp_path, nodes, links):
                        "sha256": sha256_file(p)}
     atomic_write_json(root / "manifest.json", {"format": 1, "parts": parts})
     publish_atlas(root)
+
+
+def dump_dom(chromium: str, page, fragment: str, tmp_path) -> str:
+    """The DOM of ``page`` (with URL fragment ``fragment``) after headless Chromium ran its scripts; fails the
+    test if Chromium fails or the page logs anything to the console (a script error)."""
+    import subprocess
+
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+             f"--user-data-dir={tmp_path / 'chromium'}", "--enable-logging=stderr", "--log-level=0"]
+    r = subprocess.run(flags + ["--dump-dom", page.resolve().as_uri() + fragment], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln] == []
+    return r.stdout
