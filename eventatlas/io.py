@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +39,21 @@ import pyarrow.parquet as pq
 from .names import check_name  # every dataset writer (ingest, extract-events, builders) checks its name
 from .schema import REJECTS, SCHEMA_VERSION, TABLES
 
+
+
+def lock_file(path: str | os.PathLike, *, wait: bool) -> int | None:
+    """An open fd holding an exclusive ``flock`` on ``path`` (created if absent), or None when another process
+    holds it and not ``wait``. The kernel drops the lock when its holder dies (SIGKILL included); closing the
+    fd lets it go."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except OSError:
+        os.close(fd)
+        if wait:
+            raise
+        return None
+    return fd
 
 def stable_id(*parts: Any, length: int = 16) -> str:
     """Deterministic id from its parts (same input -> same id on every machine)."""

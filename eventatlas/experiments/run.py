@@ -15,7 +15,6 @@ holder dies (SIGKILL included), so a killed run never blocks the next one.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -97,15 +96,11 @@ class Lock:
 
     def acquire(self, wait: bool) -> bool:
         """Take the lock (``wait``: until its holder lets go or dies); False when held and not ``wait``."""
+        from ..io import lock_file  # pyarrow with it: not at import, the CLI's name checks stay light
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
+        self._fd = lock_file(self.path, wait=wait)
+        return self._fd is not None
 
     def release(self) -> None:
         if self._fd is not None:

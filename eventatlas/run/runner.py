@@ -21,7 +21,6 @@ run died; a new run directory is created already locked. So two concurrent runs 
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..io import write_parquet
+from ..io import lock_file, write_parquet
 from ..results.records import fail_record, finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
@@ -53,13 +52,7 @@ def _unfinished(prefix: str) -> list[Path]:
 
 def _try_lock(run_dir: Path) -> int | None:
     """An fd holding the exclusive lock on ``run_dir``'s lock file, or None while a live run holds it."""
-    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return lock_file(run_dir / LOCK_NAME, wait=False)
 
 
 class RunClaim:
