@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 KINDS = ("encoder", "batch_attention", "emr", "frame_dml")
 

@@ -22,7 +22,7 @@ Usage:
   python benchmarks/bench_cluster.py big              # 118k exact + 118k manifold k=3000
                                     (big-exact / big-manifold: one of them)
   python benchmarks/bench_cluster.py --smoke          # 300 points of a random mixture: checks the script runs
-Each suite is recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the
+Each suite is recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the
 warehouse; ``eventatlas report`` shows it).
 """
 from __future__ import annotations
@@ -239,7 +239,7 @@ def compare(ra: dict, rb: dict, ks=(50, 150, 500)) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite", nargs="?", default="small", choices=["small", "exact40k", "big", "big-exact", "big-manifold", "manifold20k"])

@@ -16,7 +16,7 @@ last 4 layers over ±2 words, d = 1536) of the MAVEN subset's mention pool from 
 from the points around one base. Seeded (seed recorded).
 
 Usage:  python benchmarks/bench_emr.py [--n 100000] [--queries 50] [--k 5] [--top 50] [--pool PATH.npy] [--smoke]
-Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse).
+Recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the warehouse).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 SEED = 20261123
 

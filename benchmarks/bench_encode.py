@@ -12,7 +12,7 @@ The load average at start and end is recorded with every row.
 
 Sentences: OntoEvent (MAVEN) mention sentences from the shared data (``EVENTATLAS_SHARED_DATA``), else
 FrameNet full-text sentences, else the shipped samples (always the samples with ``--smoke``). The run
-is recorded and published like any run (``eventatlas.results.benchmarking``); ``eventatlas report`` shows it.
+is recorded and published like any run (``eventatlas.store.benchmarking``); ``eventatlas report`` shows it.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 def load_sentences(n: int, samples_only: bool = False) -> tuple[list[str], str]:

@@ -3,7 +3,7 @@
 ``eventatlas.evaluation.frames.ranking_recall`` asks faiss (``IndexFlatIP``) for only the k neighbours a
 batch of queries needs (|relevant| + the excluded same-verb items); the baseline computes every query's
 full cosine row and argsorts it (what one would write first). Both give the same recall (checked); the
-ratio of wall times is printed and recorded as a benchmark run (``eventatlas.results.benchmarking``: run record,
+ratio of wall times is printed and recorded as a benchmark run (``eventatlas.store.benchmarking``: run record,
 published to the warehouse; ``eventatlas report`` shows it).
 
 Data: N unit vectors in d = 384 around ``frames`` random frame centres (FrameNet-like skew: frame sizes
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 def data(n: int, n_frames: int, seed: int, d: int = 384):

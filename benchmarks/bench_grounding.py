@@ -11,7 +11,7 @@ one-off encoding). Same model, fp32, one thread (OMP_NUM_THREADS=1).
 
 Usage:  python benchmarks/bench_grounding.py --dataset <dir> [--mentions 4] [--model MODEL]
         python benchmarks/bench_grounding.py --smoke     # the shipped framenet_grounding sample, ingested first
-Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse).
+Recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the warehouse).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def main(argv=None) -> dict:
     from eventatlas.grounding.data import Mentions, load
     from eventatlas.modeling.mention_encoder import MentionEncoder
 
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", help="an ingested grounding dataset directory (required unless --smoke)")

@@ -1,24 +1,28 @@
 """Benchmark: a CPU-bound train-all grid on 1 vs 2 single-threaded Dask workers, in one run.
 
-    python benchmarks/bench_scaleout.py [--seeds 0,1] [--hidden 256] \\
+    python benchmarks/bench_scaleout.py [--seeds 0,...,7] [--max-mentions 200] [--hidden 768] [--layers 12] \\
         [--out benchmarks/results/bench_scaleout.json]
 
-The grid is the untuned method on four shipped labelled samples x the seeds (>= 8 cells) with a random
-BERT of BERT-base shape by default (``--layers`` 12, ``--hidden`` 768; no download), so each cell is
-CPU-bound encoding (tens of seconds on one thread) plus clustering. ``cell_s_sum`` is the summed
-in-cell time (run records' started/finished): wall minus it over the arm is the orchestration overhead.
-Each arm starts a local Dask cluster of N worker processes with one thread each (``LocalCluster``), lets
-the workers import the libraries (as on a running cluster), then times ``train_all(runner="dask:tcp://...")``
-with every cell pinned to one thread; the wall time includes the flow's sequential publishing. The
-cluster start is reported apart. Each arm gets a fresh embedding cache so neither reuses the other's work, and a
-warm-up (one cell, local runner) first starts Prefect's ephemeral API and fills the OS file cache.
-The two arms must publish identical metric values. Speed-up = wall(1 worker) / wall(2 workers).
+The grid is the untuned method on the shared MAVEN subset (``../shared/data/maven/subset``; ``--dataset DIR``
+names another ingested dataset, ``--samples`` forces the four shipped samples) x 8 seeds, run through the
+pipelines' Prefect-free Dask engine (what ``train-all --runner dask:...`` uses without a Prefect API). Each cell
+clusters a seeded subsample of ``--max-mentions`` mentions of every type (``k_seen: 0``) in two
+representations, embedded with a random BERT of BERT-base shape (no download) into its own embedding cache (the
+seeds would otherwise share one dataset's embeddings), so a cell is CPU-bound encoding on one thread plus
+clustering. ``cell_s_sum`` is the summed in-cell time (run records' started/finished); the benchmark refuses
+to report a ratio when in-cell time is under ``--min-cell-share`` (default 0.8) of the 1-worker wall time,
+because the ratio would then measure orchestration, not work (the shipped samples, 4-20 mentions a cell, fail
+it). Each arm starts a local Dask cluster of N worker processes with one thread each, lets the workers import
+the libraries (as on a running cluster), then times the grid with every cell pinned to one thread; the wall
+time includes publishing each run as it finishes. The cluster start is reported apart. A warm-up (one small
+cell, in this process) fills the OS file cache first. The two arms must publish identical metric values.
+Speed-up = wall(1 worker) / wall(2 workers).
 
 ``--scan-mb 100`` instead times the Wikidata dump scan (``scan_dump`` in 2 shards through the cluster's
 executor) over the synthetic dump of ``bench_wiki.py``, 1 vs 2 single-threaded Dask workers. ``--smoke`` runs
-that scan over a 0.3 MB dump (the grid needs Prefect's API and minutes).
+that scan over a 0.3 MB dump.
 
-Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse; the grid's
+Recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the warehouse; the grid's
 own runs land in a scratch warehouse under the data root, removed afterwards).
 """
 from __future__ import annotations
@@ -58,7 +62,7 @@ def _warm() -> None:
     import transformers  # noqa: F401
 
     import eventatlas.methods.untuned  # noqa: F401
-    import tasks.train  # noqa: F401
+    import eventatlas.pipelines.engine  # noqa: F401
 
 
 def bench_scan(mb: float, tmp: Path) -> dict:
@@ -96,15 +100,19 @@ def bench_scan(mb: float, tmp: Path) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import shutil
 
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--seeds", default="0,1,2,3,4,5,6,7")
     ap.add_argument("--hidden", type=int, default=768)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--dataset", default=None, help="an ingested dataset directory (e.g. <data>/datasets/"
                     "ontoevent_maven): the grid is it x --seeds instead of the four samples")
-    ap.add_argument("--max-mentions", type=int, default=400)
+    ap.add_argument("--max-mentions", type=int, default=200)
+    ap.add_argument("--samples", action="store_true", help="the four shipped samples x --seeds even when the "
+                    "shared MAVEN subset is there (cells too small to measure: the guard refuses the ratio)")
+    ap.add_argument("--min-cell-share", type=float, default=0.8, help="in-cell time / 1-worker wall below this: "
+                    "no ratio is reported (it would measure orchestration)")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
     ap.add_argument("--scan-mb", type=float, default=None, help="instead of the grid: the dump scan over a "
                     "synthetic dump of this many MB, 1 vs 2 Dask workers")
@@ -131,50 +139,69 @@ def main(argv: list[str] | None = None) -> None:
     import pyarrow.parquet as pq
 
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.results.warehouse import Warehouse
-    from flows.train_all import train_all
+    from eventatlas.pipelines.local import engine
+    from eventatlas.pipelines.train_grid import train_all
+    from eventatlas.store.warehouse import Warehouse
 
-    datasets = DATASETS
-    if args.dataset:  # a copy under the benchmark's data root (train-all plans from ingested datasets)
-        from eventatlas import config
+    from eventatlas import config
+    from eventatlas.pipelines.train_grid import jobs_of
+
+    maven = config.shared_data() / "maven" / "subset" / "maven_subset_a.json"
+    if args.dataset:  # a copy under the benchmark's data root (the grid plans from ingested datasets)
         from eventatlas.data import Manifest
 
         src = Path(args.dataset)
         datasets = [Manifest.read(src).dataset]
         shutil.copytree(src, config.datasets_dir() / datasets[0])
         manifests = [{"path": str(config.datasets_dir() / datasets[0])}]
-    else:
+    elif maven.exists() and not args.samples:  # real MAVEN sentences: cells of --max-mentions mentions each
+        from eventatlas.data.ingest import ingest
+
+        manifests = [ingest("maven_sentences", maven, out_dir=config.datasets_dir() / "maven_subset",
+                            dataset="maven_subset", progress=False)]
+        manifests[0]["path"] = str(config.datasets_dir() / "maven_subset")
+        datasets = ["maven_subset"]
+    else:  # the shipped samples: 4-20 mentions a cell, too small for the ratio to measure work (the guard says so)
         manifests = [m for m in ingest_samples() if m["dataset"] in DATASETS]
+        datasets = DATASETS
     texts = [s for m in manifests
              for s in pq.read_table(Path(m["path"]) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()]
     model = _tiny_bert(root / "bert", texts, args.hidden, args.layers)
-    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 16, "precision": "fp32"},
-                          "representations": ["trigger"], "max_mentions": args.max_mentions}}
+    # k_seen 0: every type is clustered (the default holds out the 10 most frequent types, which leaves two
+    # mentions of a shipped sample); --max-mentions caps a cell with a seeded subsample
+    params = {"untuned": {"model_id": str(model), "encoder": {"batch_size": 16, "precision": "fp32"}, "k_seen": 0,
+                          "representations": ["trigger", "sentence"], "clusterings": ["agglomerative", "manifold"],
+                          "max_mentions": args.max_mentions, "projection": "none"}}
     warm = {"untuned": {**params["untuned"], "max_mentions": 8}}
-    train_all(datasets=datasets[:1], seeds=seeds[:1], params=warm)  # warm-up: Prefect API, imports, files
+    quiet = lambda _m: None  # noqa: E731
+    train_all(datasets=datasets[:1], seeds=seeds[:1], params=warm, engine=engine(say=quiet))  # imports, files
 
     from distributed import Client, LocalCluster
 
     arms, values = {}, {}
     for n in (1, 2):
-        os.environ["EVENTATLAS_CACHE"] = str(root / f"cache-{n}")  # the workers inherit it
+        # each cell its own embedding cache: the seeds of a dataset would otherwise share its embeddings and
+        # all but the first cell of each dataset would only cluster (the grid is the executor's load)
+        jobs = jobs_of(["untuned"], datasets, seeds, params, "cpu", False)
+        for job in jobs:
+            job["params"] = {**job["params"], "cache_dir": str(root / f"cache-{n}" / f"{job['dataset']}-{job['seed']}")}
         t_start = time.perf_counter()
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             client.run(_warm)  # an existing cluster's workers have their imports done
             started = time.perf_counter() - t_start
             t0 = time.perf_counter()
-            out = train_all(datasets=datasets, seeds=seeds, params=params, runner=f"dask:{cluster.scheduler_address}")
+            grid = engine(f"dask:{cluster.scheduler_address}", say=quiet).grid(jobs)
             wall = time.perf_counter() - t0
-        ids = ",".join(f"'{Path(r).parent.name}'" for r in out["records"])
+        ids = ",".join(f"'{Path(r).parent.name}'" for r in grid.records)
         rows = Warehouse().query(f"SELECT dataset, seed, representation, clustering, metric, value FROM metrics "
                                  f"WHERE run_id IN ({ids}) ORDER BY ALL")
         values[n] = rows.to_dict("records")
         cell = Warehouse().query(f"SELECT epoch(finished_at - started_at) AS s FROM runs WHERE run_id IN ({ids})").s
-        arms[f"{n}_worker"] = {"wall_s": round(wall, 2), "cluster_start_s": round(started, 2), "cells": out["runs"],
-                               "failed": len(out["failed"]), "cell_s_sum": round(float(cell.sum()), 2),
-                               "cell_s_max": round(float(cell.max()), 2)}
-        print(f"{n} worker(s) x 1 thread: {out['runs']} cells in {wall:.1f} s (cluster start {started:.1f} s)",
+        arms[f"{n}_worker"] = {"wall_s": round(wall, 2), "cluster_start_s": round(started, 2),
+                               "cells": len(grid.records), "failed": len(grid.failed),
+                               "cell_s_sum": round(float(cell.sum()), 2), "cell_s_max": round(float(cell.max()), 2)}
+        print(f"{n} worker(s) x 1 thread: {len(grid.records)} cells in {wall:.1f} s (cluster start {started:.1f} s)",
               flush=True)
     result = {"grid": {"method": "untuned", "datasets": datasets, "seeds": seeds, "cells": len(datasets) * len(seeds),
                        "params": {k: v for k, v in params["untuned"].items() if k != "model_id"},
@@ -182,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
               "cpu_count": os.cpu_count(), "arms": arms,
               "speedup_2_vs_1": round(arms["1_worker"]["wall_s"] / arms["2_worker"]["wall_s"], 2),
               "identical_metrics": values[1] == values[2], "metric_rows": len(values[1])}
+    result["cell_share_1_worker"] = round(arms["1_worker"]["cell_s_sum"] / arms["1_worker"]["wall_s"], 3)
     print(json.dumps(result, indent=1))
     shutil.rmtree(root, ignore_errors=True)
     for k, v in saved.items():  # the grid ran in its own scratch data root and warehouse
@@ -189,6 +217,12 @@ def main(argv: list[str] | None = None) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    if not result["identical_metrics"]:
+        raise SystemExit("1 and 2 workers published different metric values: the timing compares different work")
+    if result["cell_share_1_worker"] < args.min_cell_share:
+        raise SystemExit(f"in-cell time is {result['cell_share_1_worker']:.0%} of the 1-worker wall time (under "
+                         f"{args.min_cell_share:.0%}): the cells are too small for the ratio to measure work; "
+                         "raise --max-mentions / --layers or pass a larger --dataset")
     a1, a2 = arms["1_worker"], arms["2_worker"]
     bench.finish([benchmarking.case("s", a2["wall_s"], a1["wall_s"], higher_is_better=False,
                                     setting=f"untuned grid, {len(datasets) * len(seeds)} cells",

@@ -8,7 +8,7 @@ core ingest + run record + publish, imports already paid) so the overhead is vis
     .venv/bin/python benchmarks/bench_startup.py [--repeats 3] [--sample datasets/samples/maven/train.jsonl] [--smoke]
 
 Every measured command must land its run record in its own temporary warehouse (checked: one `ingest`
-row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.results.benchmarking``).
+row per command in ``runs``). The result is recorded as a benchmark run (``eventatlas.store.benchmarking``).
 ``--smoke`` runs the direct path once and leaves out the Prefect arm (its temporary server alone takes
 longer than a smoke run may).
 """
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--kb", type=int, default=100, help="grow the sample to about this size (its documents "
                     "repeated under new ids), like the issue's 100 KB file; 0 keeps it as is")
     ap.add_argument("--out", default=None, help="also write the full result here (JSON)")
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     a = benchmarking.parse_args(ap, argv, smoke={"repeats": 1, "kb": 0})
     bench = benchmarking.Benchmark("startup", a)
@@ -80,13 +80,13 @@ def main(argv: list[str] | None = None) -> dict:
                                         {**env, "EVENTATLAS_PREFECT": mode}))
         # the work itself, in-process (imports paid before the clock starts)
         os.environ.update({k: env[k] for k in ("EVENTATLAS_DATA", "EVENTATLAS_WAREHOUSE")})
-        from eventatlas.cli.data import _ingest_direct
+        from eventatlas.cli.data import _ingest_here
 
-        _ingest_direct("maven", a.sample, False, "inproc_warm", None)
+        _ingest_here("maven", a.sample, False, "inproc_warm", None)
         work = []
         for i in range(a.repeats):
             t0 = time.perf_counter()
-            _ingest_direct("maven", a.sample, False, f"inproc{i}", None)
+            _ingest_here("maven", a.sample, False, f"inproc{i}", None)
             work.append(time.perf_counter() - t0)
         import duckdb
 

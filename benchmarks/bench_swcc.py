@@ -10,7 +10,7 @@ implemented vs the obvious baseline, measured in one run on the same events and 
 Both run ``--steps`` optimizer steps (Adam) of ``--batch-size`` events from the real NYT event tuples
 (``../shared/data/event_tuples``; the shipped sample when absent or with ``--smoke``), after one warm-up
 step. Prints events/s, real tokens/s, padding share and the ratio, and records them as a benchmark run
-(``eventatlas.results.benchmarking``: run record, published to the warehouse).
+(``eventatlas.store.benchmarking``: run record, published to the warehouse).
 
     python benchmarks/bench_swcc.py [--steps 5] [--batch-size 64] [--events 2048] [--threads 1] [--smoke]
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5)

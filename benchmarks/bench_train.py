@@ -9,7 +9,7 @@ steps with the same batch size, from the same initial weights:
 * core:  :class:`eventatlas.training.Trainer` with the cached token ids, length-bucketed batches with
   dynamic padding and the precision the CPU probe picks (bf16 autocast where measured faster).
 
-Printed and recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the
+Printed and recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the
 warehouse): steps/s, examples/s, tokens/s (real, non-pad tokens), the ratio core / naive, and the padding
 share of: pad-to-max, random batches with dynamic padding, and bucketed batches.
 
@@ -125,7 +125,7 @@ def naive_loop(net, sents, starts, ends, labels, *, steps, batch_size, max_lengt
 
 
 def main(argv: list[str] | None = None) -> None:
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="optimizer steps of each loop")

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_wiki.py [--mb 250] [--out FILE.json] [--smoke] [--no-publish]
 
-Recorded as a benchmark run (``eventatlas.results.benchmarking``: run record, published to the warehouse);
+Recorded as a benchmark run (``eventatlas.store.benchmarking``: run record, published to the warehouse);
 the synthetic dump is written under the data root's scratch directory and removed afterwards.
 
 1. Event scan. A synthetic dump of entities shaped like real ones (multilingual labels,
@@ -265,7 +265,7 @@ def bench_links(repeat: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import shutil
 
-    from eventatlas.results import benchmarking
+    from eventatlas.store import benchmarking
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=250)

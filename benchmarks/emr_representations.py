@@ -22,13 +22,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 0, *, cache: Path,
              episode: dict | None = None) -> dict:
     """``episode``: :func:`eventatlas.emr.episodes.sample_episode` sizes (default: the paper's, 10 queries per type)."""
     from eventatlas.emr.episodes import candidate_pool, sample_episode
+    from eventatlas.evaluation.base import RowKey
     from eventatlas.evaluation.retrieval import evaluate_retrieval
     from eventatlas.methods.emr import EMRConfig, embed_pool
 
@@ -55,7 +56,7 @@ def diagnose(dataset_dir: Path, representation: str, reps: int = 5, seed: int = 
         for r in range(reps):
             ep = sample_episode(pool, ks=(5,), seed=r, **(episode or {"queries_per_type": 10}))
             rows = evaluate_retrieval([Z[q.shots] for q in ep.queries[5]], Z[ep.corpus], ep.relevant(5), ks=(10,),
-                                      dataset=dataset_dir.name, method="emr", seed=seed)
+                                      key=RowKey(dataset=dataset_dir.name, method="emr", seed=seed))
             maps.append(next(x["value"] for x in rows if x["metric"] == "map"))
         out[f"adhoc_map_k5_{name}"] = [round(float(np.mean(maps)), 3), round(float(np.std(maps, ddof=1)), 3)]
     return out

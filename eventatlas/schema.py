@@ -146,7 +146,7 @@ TRAIN_EVALS = pa.schema(
     ]
 )
 
-# What a benchmark run writes to runs/<run_id>/benchmarks.parquet (eventatlas.results.benchmarking; the warehouse
+# What a benchmark run writes to runs/<run_id>/benchmarks.parquet (eventatlas.store.benchmarking; the warehouse
 # table of migration 008 adds run_id). One row per compared quantity (e.g. sentences/s at fp32).
 # ``ratio`` > 1 means ours is better: ours / baseline for a higher-is-better quantity (throughput),
 # baseline / ours otherwise (seconds, MB).

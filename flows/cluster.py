@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 from prefect import flow
 
 from eventatlas import config
-from eventatlas.results.runinfo import new_run_id
+from eventatlas.tracking.runinfo import new_run_id
 from tasks.cluster import cluster_task
 from tasks.embed import embed_task
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from prefect import flow
 
 from eventatlas import config
-from eventatlas.results.records import data_fingerprint, finish_record, new_record, write_metrics, write_record
-from eventatlas.results.runinfo import new_run_id, utcnow
+from eventatlas.tracking.records import data_fingerprint, finish_record, new_record, write_metrics, write_record
+from eventatlas.tracking.runinfo import new_run_id, utcnow
 from tasks.evaluate import evaluate_task
 from tasks.publish import publish_task
 

@@ -1,5 +1,6 @@
 """``experiment``: one declared experiment (experiments/<name>.yaml) - its cells on train-all's runners,
-finished cells reused, everything published through the one writer, the report refreshed.
+finished cells reused, everything published through the one writer, the report refreshed
+(:func:`eventatlas.pipelines.experiment.experiment`).
 
 Deployments ``experiment/<name>``, one per YAML, are generated from the folder
 (:func:`eventatlas.experiments.deploy.prefect_file`), not copied into prefect.yaml: ``make serve`` registers
@@ -10,14 +11,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
-from eventatlas.modeling.device import resolve_device
 from eventatlas.experiments import load
-from eventatlas.experiments.run import run_experiment
-from eventatlas.run.scaleout import parse_runner
-from flows.train_all import run_jobs
-from tasks.publish import publish_task
+from eventatlas.pipelines import experiment as pipeline
+from tasks.engine import prefect_engine
 from tasks.report import report_task
 
 
@@ -28,22 +26,8 @@ def experiment(name: str, quick: bool = False, runner: str = "local", seeds: lis
     """Run experiment ``name`` (``quick``: its shipped-samples form). Cells whose runs already finished with
     the same method, config, data and code version are reused (``rerun`` runs them again); a killed cell is
     taken over by the next attempt. Fails at the end if a cell failed (after publishing it)."""
-    logger = get_run_logger()
-    exp = load(name, quick=quick)
-    resolve_device(device)
-    parse_runner(runner)
-
-    def execute(jobs: list[dict[str, Any]]) -> list[str]:
-        return run_jobs(jobs, runner, threads, reuse_unfinished=True)["records"]
-
-    out = run_experiment(exp, execute=execute, publish=lambda recs: publish_task(recs), seeds=seeds, device=device,
-                         rerun=rerun, params=params, say=logger.info)
-    summary = out.as_dict()
-    if report:
-        summary["report"] = report_task()
-    if out.failed:
-        raise RuntimeError(f"experiment {name}: {len(out.failed)} cell(s) failed: {out.failed}")
-    return summary
+    engine = prefect_engine(runner, threads, report=report_task)
+    return pipeline.experiment(load(name, quick=quick), seeds, device, rerun, params, report, engine=engine)
 
 
 if __name__ == "__main__":
@@ -52,6 +36,6 @@ if __name__ == "__main__":
 
         print(write_prefect_file(sys.argv[2]))
     else:
-        print("usage: python -m flows.experiment --prefect-file PATH  (writes the experiment/<name> deployments)",
-              file=sys.stderr)
+        print("usage: python -m flows.experiment --prefect-file PATH  (writes every generated deployment: "
+              "experiment/<name> and ingest/<name>)", file=sys.stderr)
         sys.exit(2)

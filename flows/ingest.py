@@ -1,13 +1,14 @@
-"""``ingest``: read one dataset into the common schema and record it in the warehouse."""
+"""``ingest``: read one dataset into the common schema and record it in the warehouse
+(:func:`eventatlas.pipelines.ingest.ingest`, the job as a task that retries transient download failures)."""
 from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
-from eventatlas.results.runinfo import utcnow
-from tasks.ingest import failed_ingest_record, ingest_task_for, record_ingest_task
-from tasks.publish import publish_task
+from eventatlas.pipelines import ingest as pipeline
+from tasks.engine import prefect_engine
+from tasks.ingest import ingest_task_for
 
 
 @flow(name="ingest")
@@ -15,23 +16,12 @@ def ingest(name: str, path: str | None = None, download: bool = False, dataset: 
            opts: dict[str, Any] | None = None) -> dict[str, Any]:
     """``name`` is a reader/registry name (``eventatlas datasets`` lists ingested ones);
     ``path`` a local file or directory, or ``download=True`` for datasets with an official URL."""
-    started = utcnow().isoformat()
-    params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
-    try:
-        manifest = ingest_task_for(download)(name, path, download, dataset, opts)
-    except Exception as e:
-        # a failed ingest leaves a run record too (status failed, one-line reason, traceback file)
-        try:
-            publish_task([failed_ingest_record(params, e, started)])
-        except Exception as pe:  # noqa: BLE001 - the ingest's own error is what the caller must see
-            get_run_logger().warning("the failed ingest was not recorded: %s: %s", type(pe).__name__, pe)
-        raise
-    rec = record_ingest_task(manifest, params, started)
-    publish_task([rec])
-    return manifest
+    engine = prefect_engine(ingest=ingest_task_for(download))
+    return pipeline.ingest(name, path, download, dataset, opts, engine=engine)["manifest"]
 
 
 if __name__ == "__main__":
     import sys
 
+    # (the ingest/<name> deployments are generated with the experiments': python -m flows.experiment --prefect-file)
     ingest(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

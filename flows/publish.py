@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from eventatlas.results.records import find_records
+from eventatlas.tracking.records import find_records
 from tasks.publish import publish_task
 
 

@@ -23,12 +23,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.grounding import biencoder as B  # noqa: E402
 from eventatlas.grounding import crossencoder as X  # noqa: E402
 from eventatlas.grounding.data import load  # noqa: E402
 from eventatlas.methods.grounding import GroundingConfig, _vectors  # noqa: E402
 from eventatlas.modeling.mention_encoder import MentionEncoder  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.evaluation._vectors import unit_rows  # noqa: E402
 from eventatlas.evaluation.grounding import grounding_scores  # noqa: E402
 from eventatlas.grounding import biencoder as B  # noqa: E402
 from eventatlas.grounding.data import load  # noqa: E402
 from eventatlas.modeling.mention_encoder import MentionEncoder  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 def report(name: str, ids: np.ndarray, golds, train_events: set[int], split_events: set[int]) -> None:

@@ -30,7 +30,6 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.evaluation._vectors import unit_rows  # noqa: E402
 from eventatlas.grounding import biencoder as B  # noqa: E402
 from eventatlas.grounding.data import load  # noqa: E402
@@ -38,6 +37,7 @@ from eventatlas.grounding.losses.multilabel import batch_candidates, multilabel_
 from eventatlas.grounding.losses.multisoftmax import multipositive_softmax  # noqa: E402
 from eventatlas.grounding.losses.softmax import batch_targets, softmax_ce  # noqa: E402
 from eventatlas.modeling.mention_encoder import MentionEncoder  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 from eventatlas.training.sampler import BucketBatchSampler  # noqa: E402
 
 

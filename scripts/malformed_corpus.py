@@ -45,8 +45,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from eventatlas import config  # noqa: E402
-from eventatlas.results import benchmarking  # noqa: E402
 from eventatlas.data.registry import load_registry  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 S = config.samples_dir()
 HUGE, DEEP = "__HUGE_INT__", "__DEEP_NEST__"

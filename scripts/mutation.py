@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from eventatlas.results import benchmarking  # noqa: E402
+from eventatlas.store import benchmarking  # noqa: E402
 
 
 class Group(NamedTuple):
@@ -44,7 +44,7 @@ class Group(NamedTuple):
     tests: tuple[str, ...]
 
 
-_WH = "eventatlas/results/warehouse.py::"
+_WH = "eventatlas/store/warehouse.py::"
 _EDGES = "tests/test_evaluation_edges.py"
 GROUPS: dict[str, Group] = {
     "http": Group(("eventatlas/wiki/http.py",),
@@ -54,10 +54,10 @@ GROUPS: dict[str, Group] = {
                 ("tests/test_readers_common.py", "tests/test_ingest.py", "tests/test_ingest_guards.py",
                  "tests/test_readers_zip.py", "tests/test_mutation_kills.py", "tests/test_crash_consistency.py")),
     # of the warehouse only the publish path: connect, transaction, publish and the row checks publish calls
-    "publish": Group(("eventatlas/results/publishing.py",
+    "publish": Group(("eventatlas/store/publishing.py",
                       *(_WH + f for f in ("Warehouse.connect", "Warehouse.transaction", "Warehouse.publish",
-                                          "metrics_table", "train_log_table", "_insert_arrow", "_lock_holder",
-                                          "_json"))),
+                                          "_refused_rows", "_insert_arrow", "_lock_holder", "_json")),
+                      *("eventatlas/tracking/tables.py::" + f for f in ("metrics_table", "train_log_table"))),
                      ("tests/test_warehouse.py", "tests/test_busy_warehouse.py", "tests/test_mutation_kills.py",
                       "tests/test_crash_consistency.py")),
     "metrics": Group(("eventatlas/evaluation/metrics.py",), ("tests/test_metrics.py", _EDGES)),
@@ -65,16 +65,17 @@ GROUPS: dict[str, Group] = {
     "retrieval": Group(("eventatlas/evaluation/retrieval.py",), ("tests/test_evaluation.py", _EDGES)),
     "nnchain": Group(("eventatlas/cluster/nnchain.py",),
                      ("tests/test_cluster_scale.py", "tests/test_cluster_nnchain_edges.py")),
-    "sqlguard": Group(("eventatlas/results/sql_session.py",), ("tests/test_sql_readonly.py",)),
+    "sqlguard": Group(("eventatlas/store/sql_session.py",), ("tests/test_sql_readonly.py",)),
     # of the atlas only building, part ownership, linking and reading assignments (its tests are slow)
     "atlas": Group(("eventatlas/atlas/build.py::build", "eventatlas/atlas/build.py::_link_inventory",
                     "eventatlas/atlas/build.py::write_record", "eventatlas/atlas/link.py::gold_mapping",
                     "eventatlas/atlas/link.py::link_pair", "eventatlas/atlas/links.py",
-                    "eventatlas/atlas/inventory.py::read_assignments", "eventatlas/results/escaping.py"),
+                    "eventatlas/atlas/inventory.py::read_assignments", "eventatlas/escaping.py"),
                    ("tests/test_atlas_hardening.py", "tests/test_atlas.py", "tests/test_page_escaping.py")),
     # the guards: loading and checking a spec, checking and locking a run, reusing finished cells
-    "experiments": Group((*("eventatlas/experiments/spec.py::" + f for f in (
-                              "check_seeds", "check_plan", "_check_names", "_name", "why_bad_ref", "read_yaml", "load",
+    "experiments": Group(("eventatlas/tracking/runinfo.py::check_seeds",
+                          *("eventatlas/experiments/spec.py::" + f for f in (
+                              "check_plan", "_check_names", "_name", "why_bad_ref", "read_yaml", "load",
                               "_StrictLoader._refuse", "_StrictLoader.compose_node",
                               "_StrictLoader.construct_mapping", "_StrictLoader.construct_bounded_int")),
                           *("eventatlas/experiments/run.py::" + f for f in (
@@ -84,7 +85,8 @@ GROUPS: dict[str, Group] = {
     # the loading path of saved models
     "savedmodels": Group(tuple("eventatlas/modeling/saved.py::" + f for f in (
                              "read_model", "_check_inside", "bad_run_ref", "resolve_ref", "_find")),
-                         ("tests/test_paths_and_models.py", "tests/test_saved_models.py")),
+                         ("tests/test_paths_and_models.py", "tests/test_saved_models.py",
+                          "tests/test_saved_model_refs.py")),
 }
 
 

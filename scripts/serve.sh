@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Local Prefect stack for eventatlas: server on 127.0.0.1, the "eventatlas-process" work pool,
-# every deployment in prefect.yaml, and one process worker.
+# every deployment (prefect.yaml's, then the generated experiment/<name> and ingest/<name>), one process worker.
 #   scripts/serve.sh          start (idempotent: reuses a running server / worker)
 #   scripts/serve.sh stop     stop the worker and the server started here
 #   scripts/serve.sh status   show what runs
-#   scripts/serve.sh --smoke  check what `start` needs (prefect on PATH, every deployment's entrypoint in
-#                             prefect.yaml names an existing flow function); starts and writes nothing
+#   scripts/serve.sh --smoke  check what `start` needs (prefect on PATH, every deployment's entrypoint, in
+#                             prefect.yaml and generated, names an existing flow function); starts and writes nothing
 # Logs and pids live in .prefect/ (git-ignored). Afterwards, in another shell:
 #   export PREFECT_API_URL=http://127.0.0.1:${PREFECT_PORT:-4200}/api
 #   prefect deployment run 'train-all/default'
@@ -19,15 +19,17 @@ if [ "${1:-}" = "--smoke" ]; then
   python - "$REPO/prefect.yaml" <<'PY'
 import ast, pathlib, sys
 import yaml
+from eventatlas.experiments.deploy import prefect_file
 path = pathlib.Path(sys.argv[1])
 deps = yaml.safe_load(path.read_text(encoding="utf-8"))["deployments"]
-for d in deps:
+generated = prefect_file()["deployments"]  # built in memory: the smoke run writes nothing
+for d in deps + generated:
     file, _, fn = d["entrypoint"].partition(":")
     src = path.parent / file
     names = {n.name for n in ast.walk(ast.parse(src.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)}
     if fn not in names:
         sys.exit(f"{path}: deployment {d['name']!r}: entrypoint {d['entrypoint']} names no function of {file}")
-print(f"serve.sh smoke: prefect found, {len(deps)} deployments with valid entrypoints")
+print(f"serve.sh smoke: prefect found, {len(deps)} + {len(generated)} generated deployments with valid entrypoints")
 PY
   exit $?
 fi
@@ -107,11 +109,13 @@ if ! prefect --no-prompt deploy --all >>"$STATE/deploy.log" 2>&1; then
   echo "prefect deploy failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1
 fi
 echo "registered $(grep -c "Deployment '.*' successfully" "$STATE/deploy.log" || true) deployments from prefect.yaml (log $STATE/deploy.log)"
-# experiment/<name>: generated from experiments/*.yaml (one per declared experiment), not kept in prefect.yaml
-python -m flows.experiment --prefect-file "$STATE/experiments.prefect.yaml" >>"$STATE/deploy.log" 2>&1 \
-  && prefect --no-prompt deploy --all --prefect-file "$STATE/experiments.prefect.yaml" >>"$STATE/deploy.log" 2>&1 \
-  || { echo "experiment deployments failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1; }
-echo "registered $(ls experiments/*.yaml | wc -l) experiment/<name> deployments from experiments/"
+# generated, not kept in prefect.yaml: experiment/<name> from experiments/*.yaml and ingest/<name> from
+# datasets/registry.yaml, in one prefect file
+GENERATED="$STATE/generated.prefect.yaml"
+python -m flows.experiment --prefect-file "$GENERATED" >>"$STATE/deploy.log" 2>&1 \
+  && prefect --no-prompt deploy --all --prefect-file "$GENERATED" >>"$STATE/deploy.log" 2>&1 \
+  || { echo "generated deployments failed; see $STATE/deploy.log" >&2; tail -20 "$STATE/deploy.log" >&2; exit 1; }
+echo "registered $(grep -c '^- name:' "$GENERATED" || true) generated experiment/<name> and ingest/<name> deployments"
 
 if alive "$STATE/worker.pid"; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"

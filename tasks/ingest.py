@@ -1,12 +1,9 @@
 """Ingest task: one reader into one dataset directory (retries only transient download failures)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
-
-from eventatlas import config
 
 
 @task(name="ingest", task_run_name="ingest-{name}")
@@ -39,23 +36,3 @@ def ingest_task_for(download: bool):
 
     return ingest_task.with_options(retries=len(TRANSIENT_RETRY_DELAYS), retry_delay_seconds=list(TRANSIENT_RETRY_DELAYS),
                                     retry_condition_fn=transient_failure)
-
-
-def dataset_dir_of(manifest: dict[str, Any]) -> Path:
-    return Path(manifest.get("dataset_dir") or config.datasets_dir() / manifest["dataset"])
-
-
-@task(name="record-ingest")
-def record_ingest_task(manifest: dict[str, Any], params: dict[str, Any], started_at: str) -> str:
-    """A run record for an ingest (tables as artifacts), for the publish task to land."""
-    from eventatlas.results.records import ingest_record
-
-    return str(ingest_record(manifest, params, started_at))
-
-
-def failed_ingest_record(params: dict[str, Any], exc: BaseException, started_at: str) -> str:
-    """The run record of an ingest that failed (:func:`eventatlas.results.records.failed_ingest_record`), for
-    the publish task to land; called in the flow's failure path, after the task's last retry."""
-    from eventatlas.results.records import failed_ingest_record as core
-
-    return str(core(params, exc, started_at))

@@ -14,13 +14,15 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from eventatlas import config
-from eventatlas.results.plots import is_png_plot, plot_markdown
-from eventatlas.results.publishing import publish_records
-from eventatlas.results.records import load_metrics, read_record
+from eventatlas.evaluation.base import METRIC_KEYS
+from eventatlas.evaluation.metric_specs import headline_metrics
+from eventatlas.evaluation.metric_specs import scale
+from eventatlas.store.publishing import publish_records
+from eventatlas.tracking.plots import is_png_plot, plot_markdown
+from eventatlas.tracking.records import load_metrics, read_record
 
-HEADLINE = ("ari", "nmi", "bcubed_f", "purity_f", "fmi", "v_measure")
-TABLE_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant", "metric",
-              "value", "seed")
+HEADLINE = headline_metrics()  # the summary's columns, declared in eventatlas.evaluation.metric_specs
+TABLE_KEYS = METRIC_KEYS
 
 
 def _key(s: str) -> str:
@@ -29,7 +31,7 @@ def _key(s: str) -> str:
 
 
 def metrics_markdown(rows: Iterable[dict[str, Any]], title: str) -> str:
-    """Pivot of the induction rows: one line per configuration, headline metrics as columns (x100)."""
+    """Pivot of the induction rows: one line per configuration, headline metrics as columns (fractions x100)."""
     grid: dict[tuple, dict[str, float]] = defaultdict(dict)
     present: set[str] = set()
     for r in rows:
@@ -42,9 +44,10 @@ def metrics_markdown(rows: Iterable[dict[str, Any]], title: str) -> str:
     lines = [f"# {title}", "", "| dataset | method | representation | clustering | variant | seed | "
              + " | ".join(cols) + " |", "|" + "---|" * (6 + len(cols))]
     for (d, meth, rep, cl, var, seed), vals in sorted(grid.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        cells = [f"{100 * vals[c]:.1f}" if c in vals and vals[c] is not None else "" for c in cols]
+        cells = [f"{scale(c) * vals[c]:.1f}" if c in vals and vals[c] is not None else "" for c in cols]
         lines.append(f"| {d} | {meth} | {rep} | {cl} | {var or ''} | {seed} | " + " | ".join(cells) + " |")
-    lines += ["", "Values are x100."]
+    all_fractions = all(scale(c) == 100.0 for c in cols)
+    lines += ["", "Values are x100." if all_fractions else "Fractions are x100, counts as they are."]
     return "\n".join(lines)
 
 
@@ -77,7 +80,7 @@ def attach_plots(rec: dict[str, Any], dataset: str) -> list[str]:
 @task(name="publish")
 def publish_task(record_paths: list[str], warehouse_path: str | None = None, data_root: str | None = None,
                  artifacts: bool = True) -> dict[str, Any]:
-    """:func:`eventatlas.results.publishing.publish_records` (runs queued for this warehouse first; a busy
+    """:func:`eventatlas.store.publishing.publish_records` (runs queued for this warehouse first; a busy
     warehouse queues the runs instead of failing: ``queued`` in the result) + Prefect artifacts."""
     logger = get_run_logger()
     plots: list[str] = []

@@ -45,6 +45,6 @@ def record_task(manifest: dict, out_dir: str) -> str:
     warehouse stays busy, so a read-only session left open never fails a finished build."""
     from prefect import get_run_logger
 
-    from eventatlas.results.publishing import publish_build
+    from eventatlas.store.publishing import publish_build
 
     return publish_build(Path(out_dir) / "builds" / manifest["build_id"], warn=get_run_logger().warning)

@@ -15,7 +15,7 @@ def publish_atlas_rows(tmp_path, nodes, links):
     from eventatlas.atlas.inventory import NODES
     from eventatlas.atlas.links import LINKS
     from eventatlas.io import atomic_write_json, sha256_file, write_parquet
-    from eventatlas.results.publishing import publish_atlas
+    from eventatlas.store.publishing import publish_atlas
 
     root = tmp_path / "atlas"
     parts = {}

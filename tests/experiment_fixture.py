@@ -27,7 +27,7 @@ def export(out: Path = FIXTURE, only: list[str] | None = None) -> dict:
     """The experiments' linked runs (quick and full) and the benchmark runs (not smoke) of the configured
     warehouse into ``out``. ``only``: just these experiments' runs replace theirs in the fixture (the others
     and the benchmark runs stay as they are), for an experiment run in a data root of its own."""
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT experiment, mode, cell, seed, run_id, reused FROM experiment_runs "
                                      "ORDER BY experiment, mode, cell, seed")
@@ -55,7 +55,7 @@ def export(out: Path = FIXTURE, only: list[str] | None = None) -> dict:
 
 def export_benchmarks(out: Path = FIXTURE) -> list[str]:
     """Replace the fixture's benchmark runs by the configured warehouse's (completed, not smoke)."""
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT DISTINCT b.run_id FROM benchmarks b JOIN runs r USING (run_id) "
                                      "WHERE NOT b.smoke AND r.status = 'completed' ORDER BY 1")
@@ -69,7 +69,7 @@ def export_benchmarks(out: Path = FIXTURE) -> list[str]:
 def _copy_run(run_id: str, out: Path) -> None:
     """A run's record and its metric / benchmark rows, with no path of the machine that ran it."""
     from eventatlas import config
-    from eventatlas.results.records import read_record
+    from eventatlas.tracking.records import read_record
 
     rec = read_record(config.runs_dir() / run_id / "run.json")
     dst = out / "runs" / run_id
@@ -89,8 +89,8 @@ def _copy_run(run_id: str, out: Path) -> None:
 def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
     """A warehouse under ``root`` holding the fixture: its runs published and each experiment's links."""
     from eventatlas.experiments import load
-    from eventatlas.results.publishing import publish_experiment, publish_records
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.publishing import publish_experiment, publish_records
+    from eventatlas.store.warehouse import Warehouse
 
     runs = root / "runs"
     shutil.copytree(fixture / "runs", runs)

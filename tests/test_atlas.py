@@ -149,7 +149,7 @@ def test_declared_and_learned_links_never_mix():
 def test_warehouse_refuses_a_scored_declared_link(tmp_path):
     import duckdb
 
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "w.duckdb")
     wh.migrate()
@@ -214,7 +214,7 @@ def _ingest(names):
 def _fake_run(run_id: str, dataset: str):
     """A finished run with one clustering of the dataset's labelled mentions (two clusters)."""
     from eventatlas import config
-    from eventatlas.results.records import finish_record, new_record, write_record
+    from eventatlas.tracking.records import finish_record, new_record, write_record
 
     m = pq.read_table(config.datasets_dir() / dataset / "mentions.parquet", columns=["mention_id", "labels"]).to_pylist()
     labels = [r["labels"][0] for r in m]
@@ -230,7 +230,7 @@ def _fake_run(run_id: str, dataset: str):
 
 
 def test_build_flow_on_the_samples_is_incremental(eventatlas_env):
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
     from flows.atlas import atlas
 
     _ingest(["maven_sentences", "framenet", "ontoevent"])
@@ -326,7 +326,7 @@ def test_each_given_encoder_gets_its_own_links_and_scores(eventatlas_env, tmp_pa
     from eventatlas.atlas.link import LinkConfig
     from eventatlas.modeling.mention_encoder import MentionEncoder
     from eventatlas.modeling.saved import ModelWriter, finalize
-    from eventatlas.results.records import load_metrics, read_record
+    from eventatlas.tracking.records import load_metrics, read_record
     from tiny_models import tiny_bert
 
     _ingest(["maven_sentences", "framenet"])
@@ -432,8 +432,8 @@ def test_code_only_changes_rebuild_nothing_and_a_version_bump_rebuilds_its_kind(
     cfg = LinkConfig(precision="fp32")
     first = B.build(cfg=cfg, runs=[])
     assert first.built and not first.kept
-    monkeypatch.setattr("eventatlas.results.runinfo.code_version", lambda: "another-commit")
-    monkeypatch.setattr("eventatlas.results.records.code_version", lambda: "another-commit")
+    monkeypatch.setattr("eventatlas.tracking.runinfo.code_version", lambda: "another-commit")
+    monkeypatch.setattr("eventatlas.tracking.records.code_version", lambda: "another-commit")
     monkeypatch.setattr("eventatlas.__version__", "99.0", raising=False)
     same = B.build(cfg=cfg, runs=[])
     assert same.built == [] and sorted(same.kept) == sorted(first.built)
@@ -447,8 +447,8 @@ def test_repeated_full_builds_keep_one_set_of_metric_rows(eventatlas_env):
     """A rebuild replaces the atlas's scores in the warehouse: one row per (setting, scorer, metric)."""
     from eventatlas.atlas.build import build, record_id, write_record
     from eventatlas.atlas.link import LinkConfig
-    from eventatlas.results.publishing import publish_atlas, publish_records
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.publishing import publish_atlas, publish_records
+    from eventatlas.store.warehouse import Warehouse
 
     _ingest(["maven_sentences", "framenet", "ontoevent"])
     cfg = LinkConfig(precision="fp32")

@@ -22,7 +22,7 @@ def _cli(*args):
 
 
 def _links(where: str) -> set[tuple]:
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     df = Warehouse().query("SELECT source, target, method, coalesce(encoder, ''), rank FROM atlas_links "
                            f"WHERE kind = 'learned' AND {where}")
@@ -30,7 +30,7 @@ def _links(where: str) -> set[tuple]:
 
 
 def _declared() -> set[tuple]:
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     df = Warehouse().query("SELECT source, target, relation FROM atlas_links WHERE kind = 'declared'")
     return set(df.itertuples(index=False, name=None))
@@ -40,7 +40,7 @@ def test_build_keeps_the_pairs_link_added_and_a_relink_replaces_its_own(eventatl
     from eventatlas import config
     from eventatlas.atlas.build import atlas_dir
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.results.publishing import read_atlas_manifest
+    from eventatlas.atlas.manifest import read_atlas_manifest
 
     monkeypatch.setenv("EVENTATLAS_PREFECT", "never")
     ingest_samples(names=["maven_sentences", "framenet", "framenet_grounding"])  # two FrameNet inventories
@@ -101,8 +101,8 @@ def two_runs(eventatlas_env, monkeypatch):
     from test_induction_flow import _tiny_bert, _write_dataset
 
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.results.records import read_record
     from eventatlas.run.runner import run_method
+    from eventatlas.tracking.records import read_record
 
     monkeypatch.setenv("EVENTATLAS_CACHE", str(eventatlas_env / "cache"))
     ddir = _write_dataset(eventatlas_env / "data")
@@ -147,7 +147,7 @@ def test_an_assignments_file_without_a_clustering_is_one_line_exit_2(eventatlas_
     columns it found."""
     from eventatlas import config
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.results.records import finish_record, new_record, write_record
+    from eventatlas.tracking.records import finish_record, new_record, write_record
 
     monkeypatch.setenv("EVENTATLAS_PREFECT", "never")
     ingest_samples(names=["framenet"])
@@ -189,7 +189,7 @@ def test_a_run_whose_assignments_file_is_gone_leaves_that_clustering_out(eventat
     from eventatlas import config
     from eventatlas.atlas.build import build
     from eventatlas.data.ingest import ingest_samples
-    from eventatlas.results.records import finish_record, new_record, write_record
+    from eventatlas.tracking.records import finish_record, new_record, write_record
 
     ingest_samples(names=["maven_sentences"])
     ids = pq.read_table(config.datasets_dir() / "maven_subset_sample" / "mentions.parquet").column("mention_id")

@@ -20,8 +20,8 @@ from conftest import shared_path
 from eventatlas.data.ingest import ingest
 from eventatlas.methods import get_spec
 from eventatlas.methods.context import method_runner
-from eventatlas.results.runinfo import code_version, device_info
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
+from eventatlas.tracking.runinfo import code_version, device_info
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
 untuned = method_runner(get_spec("untuned"))

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from eventatlas.methods import REGISTRY
-from eventatlas.results.publishing import pending_dir, pending_runs, publish_records, queue_run
-from eventatlas.results.records import RecordError, finish_record, new_record, write_metrics, write_record
-from eventatlas.results.warehouse import Warehouse, WarehouseLocked
+from eventatlas.store.publishing import pending_dir, pending_runs, publish_records, queue_run
+from eventatlas.store.warehouse import Warehouse, WarehouseLocked
+from eventatlas.tracking.records import RecordError, finish_record, new_record, write_metrics, write_record
 
 HOLDER = textwrap.dedent(
     """
@@ -177,7 +177,7 @@ def test_train_all_with_a_read_only_session_open_loses_no_run(eventatlas_env, mo
 
 
 def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
-    from eventatlas.results.publishing import queue_run
+    from eventatlas.store.publishing import queue_run
 
     runs = eventatlas_env / "runs"
     a, b, c = (_record(runs, n) for n in ("qa", "qb", "qc"))
@@ -193,7 +193,7 @@ def test_queue_order_entries_and_what_is_not_published(wh, eventatlas_env):
 
 
 def test_a_bad_record_is_named_and_skipped_and_the_rest_of_the_batch_is_queued(wh, eventatlas_env):
-    from eventatlas.results.publishing import PublishRejected
+    from eventatlas.store.publishing import PublishRejected
 
     good = _record(eventatlas_env / "runs", "good")
     bad = eventatlas_env / "runs" / "bad" / "run.json"
@@ -231,7 +231,7 @@ def _build(root: Path, build_id: str, mentions: int) -> Path:
 
 
 def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_it(wh, eventatlas_env):
-    from eventatlas.results.publishing import publish_build
+    from eventatlas.store.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b1", mentions=7)
     said: list[str] = []
@@ -254,7 +254,7 @@ def test_busy_warehouse_queues_a_wiki_build_record_and_the_next_publish_records_
 
 def test_queued_build_whose_directory_went_away_is_set_aside(wh, eventatlas_env):
 
-    from eventatlas.results.publishing import publish_build
+    from eventatlas.store.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
     with Holder(wh.path):
@@ -337,7 +337,7 @@ def test_completed_run_with_missing_metrics_is_named_and_skipped_and_the_rest_la
 
 def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_needs_one(wh, eventatlas_env):
     from eventatlas.io import atomic_write_json
-    from eventatlas.results.publishing import publish_build
+    from eventatlas.store.publishing import publish_build
 
     bdir = _build(eventatlas_env / "wiki", "b2", mentions=3)
     atomic_write_json(pending_dir(wh.path) / "build-b2.json", {"kind": "wiki_build", "build_dir": str(bdir)})
@@ -350,7 +350,7 @@ def test_queued_build_entry_without_an_id_is_named_by_its_file_and_a_manifest_ne
 
 
 def test_setting_aside_an_entry_another_publish_removed_is_quiet(wh, eventatlas_env):
-    from eventatlas.results.publishing import _set_aside
+    from eventatlas.store.publishing import _set_aside
 
     said: list[str] = []
     gone = pending_dir(wh.path) / "r9.json"
@@ -373,7 +373,7 @@ def test_outcome_dict_and_the_published_log_line(wh, eventatlas_env, caplog):
 def test_an_empty_training_log_keeps_a_string_run_id_column():
     import pyarrow as pa
 
-    from eventatlas.results.warehouse import TRAIN_STEPS_SCHEMA, train_log_table
+    from eventatlas.tracking.tables import TRAIN_STEPS_SCHEMA, train_log_table
 
     t = train_log_table([], TRAIN_STEPS_SCHEMA, "train_steps", run_id="r1")
     assert t.num_rows == 0 and t.schema.field("run_id").type == pa.string()

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
             "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search", "ground", "runs",

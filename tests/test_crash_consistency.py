@@ -147,9 +147,9 @@ def test_training_killed_while_checkpointing_resumes_and_leaves_no_temp_director
 
 
 def test_publish_killed_after_the_commit_lands_the_run_exactly_once(eventatlas_env, monkeypatch):
-    from eventatlas.results.publishing import pending_runs, publish_records, queue_run
-    from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.publishing import pending_runs, publish_records, queue_run
+    from eventatlas.store.warehouse import Warehouse
+    from eventatlas.tracking.records import finish_record, new_record, write_metrics, write_record
 
     wh = Warehouse()
     wh.migrate()

@@ -20,7 +20,8 @@ from eventatlas import config
 from eventatlas.cli import app
 from eventatlas.cli.train import DEMO_SQL
 from eventatlas.methods import SPECS
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.evaluation.metric_specs import scale
+from eventatlas.store.warehouse import Warehouse
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +107,7 @@ def test_summary_is_one_line_per_method_task_dataset_within_100_columns(demo_run
         if best[0][0] is None:  # the method has only selection splits on this dataset
             _, best = wh.query_rows(f"SELECT {'min' if metric in lower else 'max'}(mean) FROM leaderboard WHERE "
                                     "method = ? AND task = ? AND dataset = ? AND metric = ?", [method, task, dataset, metric])
-        assert float(value) == pytest.approx(100 * best[0][0], abs=0.051), (method, task, dataset, metric)
+        assert float(value) == pytest.approx(scale(metric) * best[0][0], abs=0.051), (method, task, dataset, metric)
         _, n = wh.query_rows("SELECT count(DISTINCT (split, setting, trained_on, representation, clustering, variant, "
                              "precision)) FROM leaderboard WHERE method = ? AND task = ? AND dataset = ?",
                              [method, task, dataset])

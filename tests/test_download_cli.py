@@ -108,7 +108,7 @@ def test_ingest_download_with_sha256_file(release, tmp_path):
     assert sorted(_Release.requests) == sorted(f"/{n}" for n in FILES)
     assert "without checksum verification" not in r.output
     # the run record of the ingest landed in the warehouse
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     _, rows = Warehouse().query_rows("SELECT status, params->>'download' FROM runs WHERE flow = 'ingest'")
     assert rows == [("completed", "true")]
@@ -157,7 +157,7 @@ def test_missing_or_ambiguous_sums_refused_before_prefect(release, monkeypatch):
     # calls themselves rather than by a wall-clock bound that a loaded machine could exceed
     started = []
     monkeypatch.setattr(cli, "use_prefect", lambda *a, **k: started.append("use_prefect") or False)
-    monkeypatch.setattr(cli, "_ingest_direct", lambda *a, **k: started.append("_ingest_direct"))
+    monkeypatch.setattr(cli, "_ingest_here", lambda *a, **k: started.append("_ingest_here"))
     one = release.sums["train.jsonl"]
     for args, msg in ((["--sha256", one], "maven has 3 files"),
                       ([], "no verified sha256 for train.jsonl, valid.jsonl, test.jsonl"),

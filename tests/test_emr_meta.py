@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
+from eventatlas.data.ingest import ingest
 from eventatlas.emr.meta import MetaError, load_meta, train_meta_network, type_key, unseen_types
 from eventatlas.emr.models import QueryNetworks, SiameseParams, train_query_networks
+from eventatlas.evaluation import RowKey
 from eventatlas.evaluation.retrieval import evaluate_retrieval, relevance_from_labels
-from eventatlas.data.ingest import ingest
-from eventatlas.results.records import load_metrics, read_record
 from eventatlas.run.runner import run_method
+from eventatlas.tracking.records import load_metrics, read_record
 from eventatlas.training import TrainingArgs
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "emr" / "emr_sample.json"
@@ -48,7 +49,7 @@ def _map(Z, y, held, shots_per_query=3):
     shots = [[i for i, t in enumerate(y) if t == h][:shots_per_query] for h in held]
     corpus = [i for i in range(len(y)) if i not in sum(shots, [])]
     rel = relevance_from_labels(held, [y[i] for i in corpus])
-    rows = evaluate_retrieval([Z[s] for s in shots], Z[corpus], rel, ks=(10,), dataset="d", method="m", seed=0)
+    rows = evaluate_retrieval([Z[s] for s in shots], Z[corpus], rel, ks=(10,), key=RowKey("d", "m", 0))
     assert idx
     return next(r["value"] for r in rows if r["metric"] == "map")
 

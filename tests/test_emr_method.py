@@ -7,8 +7,8 @@ import pytest
 
 from eventatlas.data.ingest import ingest
 from eventatlas.methods import ParamError, get_spec
-from eventatlas.results.records import load_metrics, read_record
 from eventatlas.run.runner import run_method
+from eventatlas.tracking.records import load_metrics, read_record
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "emr" / "emr_sample.json"
 PARAMS = {"min_mentions": 8, "n_corpus": 4, "n_query": 3, "n_dev": 1, "n_none": 50, "queries_per_type": 2,

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas import config
-from eventatlas.evaluation import METRIC_KEYS
+from eventatlas.evaluation import METRIC_KEYS, RowKey
 from eventatlas.evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs, evaluate_event_pairs, event_text, hard_metric_name
 from eventatlas.data.ingest import ingest
 from eventatlas.schema import EVENT_PAIRS
@@ -96,7 +96,7 @@ def dict_embed(calls):
 def test_event_pairs_hand():
     table = pa.Table.from_pylist(HAND_ROWS, schema=EVENT_PAIRS)
     calls = []
-    rows = evaluate_event_pairs(table, dict_embed(calls), dataset="hand", method="m", seed=3, representation="r")
+    rows = evaluate_event_pairs(table, dict_embed(calls), key=RowKey("hand", "m", 3, representation="r"))
     assert calls == [["a", "b", "c", "d"]]  # one call, each distinct text once, first-seen order
     got = by_metric(rows)
     assert got["hard_sim_acc"] == pytest.approx(1 / 3)  # B1 only
@@ -109,9 +109,9 @@ def test_event_pairs_hand():
     assert {(r["setting"], r["method"], r["seed"], r["representation"], r["clustering"]) for r in rows} == {
         ("{subj} {verb} {obj}", "m", 3, "r", None)}
     # the metric name of the extended hard set: from the dataset name, or given
-    ext = by_metric(evaluate_event_pairs(table.slice(0, 6), dict_embed([]), dataset="hard_ext", method="m", seed=0))
+    ext = by_metric(evaluate_event_pairs(table.slice(0, 6), dict_embed([]), key=RowKey("hard_ext", "m", 0)))
     assert ext == {"hard_sim_ext_acc": pytest.approx(1 / 3)}
-    named = evaluate_event_pairs(table.slice(0, 6), dict_embed([]), dataset="x", method="m", seed=0, hard_metric="h")
+    named = evaluate_event_pairs(table.slice(0, 6), dict_embed([]), key=RowKey("x", "m", 0), hard_metric="h")
     assert [r["metric"] for r in named] == ["h"]
 
 
@@ -129,7 +129,7 @@ def test_encoder_pairs_one_row_set_per_pooling():
 
     table = pa.Table.from_pylist(HAND_ROWS[:6], schema=EVENT_PAIRS)
     fake = Fake()
-    rows = evaluate_encoder_pairs(fake, table, poolings=("mean", "cls"), dataset="hand", method="m", seed=0)
+    rows = evaluate_encoder_pairs(fake, table, poolings=("mean", "cls"), key=RowKey("hand", "m", 0))
     assert fake.calls == ["mean", "cls"]
     got = {(r["representation"], r["metric"]): r["value"] for r in rows}
     # mean (b=(0,1), c=(1,1)): B1 sim ab 0 < dis ac .707 wrong; B2 sim ac .707 = dis bc .707 tie wrong;
@@ -137,7 +137,7 @@ def test_encoder_pairs_one_row_set_per_pooling():
     assert got == {("sentence", "hard_sim_acc"): 0.0, ("cls", "hard_sim_acc"): pytest.approx(1 / 3)}
     assert {r["setting"] for r in rows} == {"{subj} {verb} {obj} (lower-cased)"}
     with pytest.raises(ValueError, match="pooling must be one of"):
-        evaluate_encoder_pairs(fake, table, poolings=("max",), dataset="hand", method="m", seed=0)
+        evaluate_encoder_pairs(fake, table, poolings=("max",), key=RowKey("hand", "m", 0))
 
 
 def test_benchmark_pairs_leave_out_cooccurrence_counts():
@@ -145,15 +145,14 @@ def test_benchmark_pairs_leave_out_cooccurrence_counts():
     table = pa.Table.from_pylist(rows, schema=EVENT_PAIRS)
     assert benchmark_pairs(table)["item_id"].to_pylist() == ["h1s", "h1d"]
     with pytest.raises(ValueError, match="unknown task"):  # unfiltered, the evaluator refuses them
-        evaluate_event_pairs(table, dict_embed([]), dataset="d", method="m", seed=0)
+        evaluate_event_pairs(table, dict_embed([]), key=RowKey("d", "m", 0))
 
 
 def test_event_pairs_lower_template_setting():
     table = pa.Table.from_pylist([pair("hard_similarity", "s", "B", "A", "B", 1.0),
                                   pair("hard_similarity", "d", "B", "A", "C", 0.0)], schema=EVENT_PAIRS)
     calls = []
-    rows = evaluate_event_pairs(table, dict_embed(calls), lower=True, template="{verb}", dataset="h", method="m",
-                                seed=0)
+    rows = evaluate_event_pairs(table, dict_embed(calls), lower=True, template="{verb}", key=RowKey("h", "m", 0))
     assert calls == [["a", "b", "c"]] and rows[0]["setting"] == "{verb} (lower-cased)" and rows[0]["value"] == 1.0
 
 
@@ -163,29 +162,29 @@ def test_event_pairs_bad_input():
     two_similar = pa.Table.from_pylist([pair("hard_similarity", "x", "B", "a", "b", 1.0),
                                         pair("hard_similarity", "y", "B", "a", "c", 1.0)], schema=EVENT_PAIRS)
     with pytest.raises(ValueError, match="block 'B' has 2 rows with 2 similar"):
-        evaluate_event_pairs(two_similar, ok, dataset="h", method="m", seed=0)
+        evaluate_event_pairs(two_similar, ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="expected 1.0 .* or 0.0"):
         evaluate_event_pairs(pa.Table.from_pylist([pair("mcnc", "x", "M", "a", "b", 0.5, {"context": [ev("a")]})],
-                                                  schema=EVENT_PAIRS), ok, dataset="h", method="m", seed=0)
+                                                  schema=EVENT_PAIRS), ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="non-empty 'context'"):
         evaluate_event_pairs(pa.Table.from_pylist([pair("mcnc", "x", "M", "a", "b", 1.0)], schema=EVENT_PAIRS),
-                             ok, dataset="h", method="m", seed=0)
+                             ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="has 1 candidates with 1 held-out"):
         evaluate_event_pairs(pa.Table.from_pylist(mcnc_block("M", ["a"], "b", [])[:1], schema=EVENT_PAIRS),
-                             ok, dataset="h", method="m", seed=0)
+                             ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="returned shape"):
-        evaluate_event_pairs(table, lambda texts: np.ones((1, 2)), dataset="h", method="m", seed=0)
+        evaluate_event_pairs(table, lambda texts: np.ones((1, 2)), key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="all zeros"):
-        evaluate_event_pairs(table, lambda texts: np.zeros((len(texts), 2)), dataset="h", method="m", seed=0)
+        evaluate_event_pairs(table, lambda texts: np.zeros((len(texts), 2)), key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="unknown task"):
-        evaluate_event_pairs(table.set_column(2, "task", pa.array(["nli"] * 6)), ok, dataset="h", method="m", seed=0)
+        evaluate_event_pairs(table.set_column(2, "task", pa.array(["nli"] * 6)), ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="lacks column"):
-        evaluate_event_pairs(table.drop_columns(["block_id"]), ok, dataset="h", method="m", seed=0)
+        evaluate_event_pairs(table.drop_columns(["block_id"]), ok, key=RowKey("h", "m", 0))
     with pytest.raises(ValueError, match="empty"):
-        evaluate_event_pairs(table.slice(0, 0), ok, dataset="h", method="m", seed=0)
+        evaluate_event_pairs(table.slice(0, 0), ok, key=RowKey("h", "m", 0))
     nulls = pa.Table.from_pylist([{**HAND_ROWS[0], "event_a": ev(None)}, HAND_ROWS[1]], schema=EVENT_PAIRS)
     with pytest.raises(ValueError, match="item 'h1s' \\(event_a\\).*every field null"):
-        evaluate_event_pairs(nulls, ok, dataset="h", method="m", seed=0)
+        evaluate_event_pairs(nulls, ok, key=RowKey("h", "m", 0))
 
 
 # Samples: a bag-of-words embedding in which a few synonyms share a dimension. Bag of words
@@ -221,7 +220,7 @@ def test_event_pairs_on_shipped_samples(tmp_path):
         table = pq.read_table(tmp_path / name / "event_pairs.parquet")
         assert table.num_rows == man["rows"]["event_pairs"] and man["rejects"] == {}
         calls = []
-        got[name] = by_metric(evaluate_event_pairs(table, bag_of_words(calls), dataset=name, method="bow", seed=0))
+        got[name] = by_metric(evaluate_event_pairs(table, bag_of_words(calls), key=RowKey(name, "bow", 0)))
         assert len(calls) == 1
     assert got["hard_quadruples_sample"] == {"hard_sim_acc": pytest.approx(2 / 3)}
     assert got["hard_sim_sample"] == {"hard_sim_acc": pytest.approx(2 / 3)}
@@ -256,12 +255,12 @@ def test_retrieval_hand():
 
     relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
     assert [r.tolist() for r in relevant] == [[0, 2, 4], [1, 3]]
-    rows = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(2, 1), dataset="d", method="m", seed=1, setting="1-shot")
+    rows = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(2, 1), key=RowKey("d", "m", 1, setting="1-shot"))
     assert by_metric(rows) == pytest.approx(RETRIEVAL_EXPECTED)
     assert [r["metric"] for r in rows] == ["map", "r_precision", "p@1", "p@2", "recall@1", "recall@2"]
     assert {(r["task"], r["setting"], r["seed"]) for r in rows} == {("retrieval", "1-shot", 1)}
     # one query per batch gives the same numbers
-    tiny = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1, 2), dataset="d", method="m", seed=1, max_batch_bytes=1)
+    tiny = evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1, 2), key=RowKey("d", "m", 1), max_batch_bytes=1)
     assert by_metric(tiny) == pytest.approx(RETRIEVAL_EXPECTED)
     [(sl, ids, scores)] = list(rank(QUERIES, CORPUS))
     assert ids.tolist() == [[0, 1, 4, 2, 3], [2, 4, 1, 0, 3]]
@@ -270,12 +269,12 @@ def test_retrieval_hand():
     assert next(rank(QUERIES, CORPUS, k=2))[1].tolist() == [[0, 1], [2, 4]]
     # exclude: q0 without x0 -> ranking 1 4 2 3, flags 0 1 1 0, relevant {2, 4}: AP = (1/2 + 2/3)/2 = 7/12,
     # R-prec = 1/2; q1 unchanged (11/30)
-    ex = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), exclude=[{0}, set()], dataset="d",
-                                      method="m", seed=0))
+    ex = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), exclude=[{0}, set()],
+                                      key=RowKey("d", "m", 0)))
     assert ex["map"] == pytest.approx((7 / 12 + 11 / 30) / 2) and ex["r_precision"] == pytest.approx(1 / 4)
     # per-query scores (per-type MAP is built from them): the hand-computed values of q0 and q1
     per: list = []
-    evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), dataset="d", method="m", seed=0, per_query=per)
+    evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), key=RowKey("d", "m", 0), per_query=per)
     assert [p["query"] for p in per] == [0, 1]
     assert [p["map"] for p in per] == pytest.approx([29 / 36, 11 / 30])
     assert [p["r_precision"] for p in per] == pytest.approx([2 / 3, 0]) and [p["p@1"] for p in per] == [1, 0]
@@ -292,7 +291,7 @@ def test_retrieval_k_shot_is_mean_cosine():
     assert ids.tolist() == [[1, 4, 0, 2, 3]]
     np.testing.assert_allclose(scores[0], [0.7, 0.7, 0.5, 0.5, -0.5], atol=1e-6)
     got = by_metric(evaluate_retrieval(shots, CORPUS, relevance_from_labels(["A"], CORPUS_LABELS), ks=(1,),
-                                       dataset="d", method="m", seed=0))
+                                       key=RowKey("d", "m", 0)))
     assert got == pytest.approx({"map": 23 / 36, "r_precision": 2 / 3, "p@1": 0.0, "recall@1": 0.0})
     # ragged shots, a (Q, S, d) array and single vectors agree with brute-force mean cosines
     rng = np.random.default_rng(0)
@@ -314,7 +313,7 @@ def test_retrieval_scores_function_and_multilabel():
     unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
     S = unit(QUERIES) @ unit(CORPUS).T
     relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
-    got = evaluate_scores(S, relevant, ks=(1, 2), dataset="d", method="m", seed=0)
+    got = evaluate_scores(S, relevant, ks=(1, 2), key=RowKey("d", "m", 0))
     assert by_metric(got) == pytest.approx(RETRIEVAL_EXPECTED)
     calls = []
 
@@ -322,7 +321,7 @@ def test_retrieval_scores_function_and_multilabel():
         calls.append(idx.tolist())
         return S[idx]
 
-    got = evaluate_scores(score_fn, relevant, n_corpus=5, ks=(1, 2), dataset="d", method="m", seed=0, max_batch_bytes=1)
+    got = evaluate_scores(score_fn, relevant, n_corpus=5, ks=(1, 2), key=RowKey("d", "m", 0), max_batch_bytes=1)
     assert by_metric(got) == pytest.approx(RETRIEVAL_EXPECTED) and calls == [[0], [1]]
     # multi-label corpus items are relevant to each of their labels
     rel = relevance_from_labels(["A", "B", "C"], [["A", "B"], "B", ("A",), "C", set()])
@@ -333,7 +332,7 @@ def test_retrieval_bad_input():
     from eventatlas.evaluation.retrieval import evaluate_retrieval, evaluate_scores, relevance_from_labels
 
     rel = relevance_from_labels(["A", "B"], CORPUS_LABELS)
-    kw = {"dataset": "d", "method": "m", "seed": 0}
+    kw = {"key": RowKey("d", "m", 0)}
     with pytest.raises(ValueError, match="query 1 has no relevant corpus item"):
         evaluate_retrieval(QUERIES, CORPUS, relevance_from_labels(["A", "Z"], CORPUS_LABELS), **kw)
     with pytest.raises(ValueError, match="2 queries but 1 relevance sets"):
@@ -383,7 +382,7 @@ def test_grounding_hand():
     same = grounding_scores(RANKED, GOLD, predicted=[{"e1", "p1"}, {"x", "e2"}, {"e3"}, {"y"}], ks=(1, 3))
     assert same == pytest.approx(got)
     assert "strict_acc" not in grounding_scores(RANKED, GOLD, ks=(1,))
-    rows = evaluate_grounding(RANKED, GOLD, ks=(1,), dataset="wg", method="m", seed=2, setting="zero-shot")
+    rows = evaluate_grounding(RANKED, GOLD, ks=(1,), key=RowKey("wg", "m", 2, setting="zero-shot"))
     assert {(r["task"], r["setting"]) for r in rows} == {("grounding", "zero-shot")}
     assert [r["metric"] for r in rows] == ["recall@1", "recall_at_min", "strict_acc_top_min",
                                            "recall_at_min_atomic_bound"]
@@ -416,8 +415,8 @@ def test_evaluate_partitions_hand():
 
     y = ["a", "a", "a", "b", "b", "c"]
     parts = {("ft", "agglomerative"): [0, 0, 1, 1, 1, 2], (None, "manifold"): np.zeros(6, dtype=int)}
-    rows = evaluate_partitions(parts, y, dataset="d", method="m", seed=0, split="unseen", setting="10 seen",
-                               representation="trigger", only=["bcubed_f", "purity"])
+    rows = evaluate_partitions(parts, y, key=RowKey("d", "m", 0, split="unseen", setting="10 seen",
+                                                    representation="trigger"), only=["bcubed_f", "purity"])
     got = {(r["variant"], r["clustering"], r["metric"]): r["value"] for r in rows}
     # first: contingency a=[2,1,0] b=[0,2,0] c=[0,0,1]: B³ P = R = 7/9 (tests/test_metrics.py), purity (2+2+1)/6
     # one cluster: purity 3/6; B³ P = (9+4+1)/36 = 7/18, R = 1, F = 2(7/18)/(25/18) = 14/25
@@ -426,9 +425,9 @@ def test_evaluate_partitions_hand():
     assert {(r["task"], r["split"], r["setting"], r["representation"]) for r in rows} == {
         ("induction", "unseen", "10 seen", "trigger")}
     with pytest.raises(ValueError, match="5 items but y_true has 6"):
-        evaluate_partitions({(None, "affinity"): [0] * 5}, y, dataset="d", method="m", seed=0)
+        evaluate_partitions({(None, "affinity"): [0] * 5}, y, key=RowKey("d", "m", 0))
     with pytest.raises(ValueError, match="\\(variant, algorithm\\) pairs"):
-        evaluate_partitions({"agglomerative": [0] * 6}, y, dataset="d", method="m", seed=0)
+        evaluate_partitions({"agglomerative": [0] * 6}, y, key=RowKey("d", "m", 0))
 
 
 def two_groups():
@@ -441,7 +440,7 @@ def test_cluster_and_score_features_and_skips(monkeypatch):
     from eventatlas.evaluation.clustering import cluster_and_score
 
     X, y = two_groups()
-    res = cluster_and_score(X, y, dataset="d", method="untuned", seed=0, representation="trigger", only=["ari"])
+    res = cluster_and_score(X, y, key=RowKey("d", "untuned", 0, representation="trigger"), only=["ari"])
     assert set(res.partitions) == {(None, a) for a in ("agglomerative", "manifold", "manifold_sym", "affinity")}
     assert res.partitions[(None, "agglomerative")].tolist() == [0, 0, 0, 1, 1, 1]  # n_clusters = 2 gold types
     ari = {r["clustering"]: r["value"] for r in res.rows}
@@ -449,17 +448,17 @@ def test_cluster_and_score_features_and_skips(monkeypatch):
     assert set(res.seconds) == set(res.partitions) and res.skipped == {}
     # affinity over its ceiling (DenseSizeError) or over the byte budget (DenseBudgetError): skipped, others kept
     monkeypatch.setenv("EVENTATLAS_MAX_AFFINITY_N", "3")
-    res = cluster_and_score(X, y, algorithms=("agglomerative", "affinity"), dataset="d", method="m", seed=0)
+    res = cluster_and_score(X, y, algorithms=("agglomerative", "affinity"), key=RowKey("d", "m", 0))
     assert list(res.partitions) == [(None, "agglomerative")]
     assert "EVENTATLAS_MAX_AFFINITY_N" in res.skipped[(None, "affinity")]
     monkeypatch.delenv("EVENTATLAS_MAX_AFFINITY_N")
     monkeypatch.setenv("EVENTATLAS_MAX_DENSE_BYTES", "100")
-    res = cluster_and_score(X, y, algorithms=("affinity",), dataset="d", method="m", seed=0)
+    res = cluster_and_score(X, y, algorithms=("affinity",), key=RowKey("d", "m", 0))
     assert res.partitions == {} and res.rows == [] and "EVENTATLAS_MAX_DENSE_BYTES" in res.skipped[(None, "affinity")]
     from eventatlas.cluster.guards import DenseBudgetError
 
     with pytest.raises(DenseBudgetError):  # skip=() lets the error through
-        cluster_and_score(X, y, algorithms=("affinity",), dataset="d", method="m", seed=0, skip=())
+        cluster_and_score(X, y, algorithms=("affinity",), key=RowKey("d", "m", 0), skip=())
 
 
 def test_cluster_and_score_precomputed_variants():
@@ -471,7 +470,7 @@ def test_cluster_and_score_precomputed_variants():
     # 1 - S and -S differ by a constant: every algorithm must give the same partition (the manifold
     # ones see -S shifted to be non-negative); k_manifold above N is capped
     res = cluster_and_score({"one_minus": 1 - S, "neg": -S}, y, metric="precomputed", k_manifold=100,
-                            dataset="d", method="batch_attention", seed=0, only=["ari"])
+                            key=RowKey("d", "batch_attention", 0), only=["ari"])
     for algorithm in ("agglomerative", "manifold", "manifold_sym", "affinity"):
         np.testing.assert_array_equal(res.partitions[("one_minus", algorithm)], res.partitions[("neg", algorithm)])
     assert {r["variant"] for r in res.rows} == {"one_minus", "neg"}
@@ -479,4 +478,4 @@ def test_cluster_and_score_precomputed_variants():
     with pytest.raises(ValueError, match="unknown clustering algorithm"):
         cluster_partitions(X, 2, algorithms=("kmeans",))
     with pytest.raises(ValueError, match="has 6 rows but y_true has 5"):
-        cluster_and_score(X, y[:5], dataset="d", method="m", seed=0)
+        cluster_and_score(X, y[:5], key=RowKey("d", "m", 0))

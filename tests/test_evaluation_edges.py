@@ -14,6 +14,7 @@ from sklearn import metrics as skm
 
 from eventatlas.cluster import ALGORITHMS
 from eventatlas.cluster.guards import DenseBudgetError
+from eventatlas.evaluation import RowKey
 from eventatlas.evaluation import clustering as C
 from eventatlas.evaluation import metrics as M
 from eventatlas.evaluation import retrieval as R
@@ -311,8 +312,8 @@ def test_cluster_and_score_passes_everything_through(monkeypatch):
     rec = Recorder()
     monkeypatch.setattr(C, "cluster", rec)
     res = C.cluster_and_score({"v": X6}, Y6, n_clusters=3, algorithms=("agglomerative", "manifold"),
-                              metric="euclidean", k_manifold=4, seed=5, dataset="ds", method="me", split="sp",
-                              setting="se", representation="re", only=["purity"])
+                              metric="euclidean", k_manifold=4,
+                              key=RowKey("ds", "me", 5, split="sp", setting="se", representation="re"), only=["purity"])
     assert [(c["n_clusters"], c["metric"], c["seed"], c.get("k")) for c in rec.calls] == [
         (3, "euclidean", 5, None), (3, "euclidean", 5, 4)]
     # labels 0 1 0 1 0 1 against a a a b b b: cluster 0 = {a, a, b}, cluster 1 = {a, b, b} -> purity (2+2)/6
@@ -323,7 +324,7 @@ def test_cluster_and_score_passes_everything_through(monkeypatch):
     assert set(res.seconds) == set(res.partitions) and res.skipped == {}
     # n_clusters defaults to the number of gold types (2), seed to 0
     rec.calls.clear()
-    C.cluster_and_score(X6, Y6, algorithms=("agglomerative",), dataset="d", method="m")
+    C.cluster_and_score(X6, Y6, algorithms=("agglomerative",), key=RowKey("d", "m", 0))
     assert (rec.calls[0]["n_clusters"], rec.calls[0]["seed"], rec.calls[0]["metric"]) == (2, 0, "cosine")
 
 
@@ -334,19 +335,19 @@ def test_clustering_input_errors(monkeypatch):
     with pytest.raises(ValueError, match=whole(msg)):
         C.cluster_partitions(X6, 2, algorithms=("agglomerative", "kmeans"))
     assert rec.calls == []  # refused before anything is clustered
-    for f in (lambda: C.cluster_partitions({}, 2), lambda: C.cluster_and_score({}, Y6, dataset="d", method="m")):
+    for f in (lambda: C.cluster_partitions({}, 2), lambda: C.cluster_and_score({}, Y6, key=RowKey("d", "m", 0))):
         with pytest.raises(ValueError, match=whole("no clustering inputs")):
             f()
     with pytest.raises(ValueError, match=whole("input 'v' has 6 rows but y_true has 5 labels")):
-        C.cluster_and_score({"v": X6}, Y6[:5], dataset="d", method="m")
+        C.cluster_and_score({"v": X6}, Y6[:5], key=RowKey("d", "m", 0))
 
 
 def test_evaluate_partitions_edges():
-    kw = {"dataset": "ds", "method": "me", "seed": 3}
+    kw = {"key": RowKey("ds", "me", 3)}
     assert C.evaluate_partitions({}, Y6, **kw) == []
-    for key in ("ab", ("a", "b", "c"), ("a",)):
-        with pytest.raises(ValueError, match=whole(f"partition keys are (variant, algorithm) pairs, got {key!r}")):
-            C.evaluate_partitions({key: [0] * 6}, Y6, **kw)
+    for part in ("ab", ("a", "b", "c"), ("a",)):
+        with pytest.raises(ValueError, match=whole(f"partition keys are (variant, algorithm) pairs, got {part!r}")):
+            C.evaluate_partitions({part: [0] * 6}, Y6, **kw)
     with pytest.raises(ValueError, match=whole("partition ('v', 'a') labels 5 items but y_true has 6")):
         C.evaluate_partitions({("v", "a"): np.zeros(5)}, Y6, **kw)
     # every metric of clustering_scores when `only` is not given; a generator of gold labels is read once
@@ -401,10 +402,10 @@ def test_score_function_batches_by_the_byte_budget():
         return S[idx]
 
     # 4 items x 16 bytes = 64 bytes a query -> 128 bytes hold 2
-    R.evaluate_scores(score_fn, [[0]] * 5, n_corpus=4, ks=(1,), dataset="d", method="m", seed=0, max_batch_bytes=128)
+    R.evaluate_scores(score_fn, [[0]] * 5, n_corpus=4, ks=(1,), key=RowKey("d", "m", 0), max_batch_bytes=128)
     assert calls == [[0, 1], [2, 3], [4]]
     calls.clear()
-    R.evaluate_scores(score_fn, [[0]] * 5, n_corpus=4, ks=(1,), dataset="d", method="m", seed=0)
+    R.evaluate_scores(score_fn, [[0]] * 5, n_corpus=4, ks=(1,), key=RowKey("d", "m", 0))
     assert calls == [[0, 1, 2, 3, 4]]
 
 
@@ -435,7 +436,7 @@ def test_full_ranking_ties_are_ordered_by_corpus_index():
     S = (X @ Q.T).T.astype(np.float64)
     relevant = [list(range(1, 200, 2))] * 2
     per = []
-    R.evaluate_scores(S, relevant, ks=(1,), dataset="d", method="m", seed=0, per_query=per)
+    R.evaluate_scores(S, relevant, ks=(1,), key=RowKey("d", "m", 0), per_query=per)
     for q in range(2):
         assert per[q]["map"] == pytest.approx(_ap(_stable_order(S[q].tolist()), set(relevant[q])))
 
@@ -526,7 +527,7 @@ def test_retrieval_scores_edges():
 
 
 def test_evaluate_scores_inputs():
-    kw = {"dataset": "d", "method": "m", "seed": 0, "ks": (1,)}
+    kw = {"key": RowKey("d", "m", 0), "ks": (1,)}
     # 0/1 scores (a yes/no scorer): ranking 0 2 1 (ties by index), relevant {0} -> AP 1
     assert by_metric(R.evaluate_scores(np.array([[True, False, True]]), [[0]], **kw))["map"] == 1.0
     # a corpus of one item
@@ -556,8 +557,7 @@ def test_evaluate_scores_inputs():
 def test_evaluators_pass_their_options_through(monkeypatch):
     row = {"task": "retrieval", "dataset": "ds", "split": "sp", "setting": "se", "method": "me",
            "representation": "re", "clustering": None, "variant": "va", "seed": 4}
-    names = {"dataset": "ds", "method": "me", "seed": 4, "split": "sp", "setting": "se", "representation": "re",
-             "variant": "va"}
+    names = {"key": RowKey("ds", "me", 4, split="sp", setting="se", representation="re", variant="va")}
     # scores 1 0 2 for one query: ranking 2 0 1; excluding item 2 leaves 0 1, relevant {0, 2} -> {0}: AP 1
     per = []
     rows = R.evaluate_scores(np.array([[1.0, 0.0, 2.0]]), [[0, 2]], ks=(1,), exclude=[{2}], per_query=per, **names)

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from eventatlas import config
 from eventatlas.experiments import ExperimentError, load
-from eventatlas.experiments.spec import MAX_BYTES, MAX_CELL_RUNS, MAX_CELLS, MAX_DEPTH, MAX_SEEDS, parse
+from eventatlas.experiments.spec import MAX_BYTES, MAX_CELL_RUNS, MAX_CELLS, MAX_DEPTH, parse
+from eventatlas.tracking.runinfo import MAX_SEEDS
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "experiments" / "untuned_baselines.yaml"

@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 
 from eventatlas import config
 from eventatlas.experiments import ExperimentError, experiment_files, load
-from eventatlas.experiments.run import Outcome, run_experiment, run_jobs_here
-from eventatlas.results.publishing import publish_records
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.experiments.run import Outcome, run_experiment
+from eventatlas.pipelines.engine import in_process, run_grid
+from eventatlas.store.publishing import publish_records
+from eventatlas.store.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "experiments"  # tests/experiment_fixture.py
@@ -49,12 +50,17 @@ def world(tmp_path_factory):
 
 
 def _publish(recs):
-    publish_records(recs)
+    return publish_records(recs).as_dict()
+
+
+def _here(jobs, say=None):
+    """The in-process engine's grid: each job here, published as it ends; one record path per job."""
+    return run_grid(jobs, in_process(say=say), _publish).by_job
 
 
 def _run(name, world, *, execute=None, rerun=False, said=None):
     exp = load(name, quick=True)
-    return run_experiment(exp, execute=execute or (lambda jobs: run_jobs_here(jobs, _publish)), publish=_publish,
+    return run_experiment(exp, execute=execute or (lambda jobs: _here(jobs)), publish=_publish,
                           params=world["params"], rerun=rerun, say=(said.append if said is not None else lambda m: None))
 
 
@@ -140,7 +146,7 @@ def test_killed_experiment_finishes_only_the_missing_cells(world, tmp_path):
     done: list[str] = []
 
     def dies_after_one(jobs):
-        rec = run_jobs_here(jobs[:1], _publish)
+        rec = _here(jobs[:1])
         done.extend(rec)
         raise Killed()
 
@@ -151,7 +157,7 @@ def test_killed_experiment_finishes_only_the_missing_cells(world, tmp_path):
 
     def counting(jobs):
         ran.extend(jobs)
-        return run_jobs_here(jobs, _publish)
+        return _here(jobs)
 
     out = run_experiment(exp, execute=counting, publish=_publish, params=world["params"], say=lambda m: None)
     assert len(ran) == 1 and out.ran == 1 and out.reused == 1
@@ -171,8 +177,8 @@ def test_killed_cell_run_is_taken_over(world):
     dead = config.runs_dir() / f"{prefix}-20000101T000000-deadbeef"
     dead.mkdir(parents=True)
     said: list[str] = []
-    rec = run_jobs_here([{"method": "untuned", "dataset": ddir.name, "seed": 0, "params": params,
-                          "dataset_dir": str(ddir), "device": "auto"}], _publish, said.append)
+    rec = _here([{"method": "untuned", "dataset": ddir.name, "seed": 0, "params": params, "dataset_dir": str(ddir),
+                  "device": "auto", "reuse_unfinished": True}], said.append)
     assert Path(rec[0]).parent == dead
     # a log piped to a file shows each cell start and end (a cell can train for an hour)
     assert len(said) == 2 and said[0].startswith(f"[1/1] untuned on {ddir.name} seed 0: started")
@@ -204,11 +210,11 @@ def test_two_concurrent_runs_train_a_cell_once(world, tmp_path):
         started.set()
         second_waits.wait(120)  # the second run is under way before this one trains
         trained.extend(jobs)
-        return run_jobs_here(jobs, _publish)
+        return _here(jobs)
 
     def second_execute(jobs):
         trained.extend(jobs)
-        return run_jobs_here(jobs, _publish)
+        return _here(jobs)
 
     def second_say(msg):
         said[2].append(msg)

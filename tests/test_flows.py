@@ -14,7 +14,7 @@ import pytest
 
 from eventatlas.io import sha256_file
 from eventatlas.methods import REGISTRY
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 
 def build_tiny_bert(out: Path, texts: list[str]) -> Path:
@@ -247,12 +247,15 @@ def test_prefect_yaml_deployments():
 
     from eventatlas import config
     from eventatlas.data.registry import load_registry
+    from eventatlas.experiments.deploy import prefect_file
 
     spec = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text())
     assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory":
                              {"directory": "{{ $EVENTATLAS_REPO }}"}}]
+    generated = prefect_file()  # experiment/<name> and ingest/<name>, registered by scripts/serve.sh
+    assert generated["pull"] == spec["pull"]
     names = set()
-    for d in spec["deployments"]:
+    for d in spec["deployments"] + generated["deployments"]:
         path, fn = d["entrypoint"].split(":")
         assert (config.REPO_ROOT / path).exists(), path
         flow_obj = getattr(importlib.import_module(path[:-3].replace("/", ".")), fn)
@@ -264,7 +267,9 @@ def test_prefect_yaml_deployments():
     assert "train-all/default" in names
     assert "train-all/emr" in names
     assert "train-all/grounding" in names
-    assert {f"ingest/{n}" for n in load_registry()} <= names
+    assert {f"ingest/{n}" for n, e in load_registry().items() if e.get("deployment")} <= names
+    # the dataset deployments are generated, never hand-copied into prefect.yaml
+    assert not [d for d in spec["deployments"] if d["entrypoint"] == "flows/ingest.py:ingest"]
 
 
 def test_not_applicable_dataset_is_skipped_not_failed(env):

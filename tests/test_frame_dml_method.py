@@ -54,7 +54,7 @@ def test_sample_split_and_not_applicable(eventatlas_env):
 def test_frame_dml_through_train_all(eventatlas_env, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
     from flows.train_all import train_all
 
     root = eventatlas_env
@@ -229,7 +229,7 @@ def test_saved_model_applies_with_the_frame_dml_protocol(eventatlas_env):
     ev = json.loads(evaluate_model(ref, ds, seed=0, device="cpu", params={"folds": [1]}).read_text())
     assert ev["run"]["status"] == "completed", ev["run"].get("error")
     assert (ev["run"]["task"], ev["run"]["method"]) == ("evaluate", "frame_dml")
-    from eventatlas.results.records import load_metrics
+    from eventatlas.tracking.records import load_metrics
 
     test = [r for r in load_metrics(ev) if r["split"] == "test" and r["task"] == "induction"]
     assert test and {r["variant"] for r in test} == {"adacos"} and {r["trained_on"] for r in test} == {"fn_verbs_sample"}

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from eventatlas import config
 from eventatlas.cli import app
 from eventatlas.io import DiskFull, atomic_write_json, write_parquet
-from eventatlas.results.publishing import PublishRejected, pending_runs, publish_records
-from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.publishing import PublishRejected, pending_runs, publish_records
+from eventatlas.store.warehouse import Warehouse
+from eventatlas.tracking.records import finish_record, new_record, write_metrics, write_record
 
 MAVEN = Path(__file__).resolve().parents[1] / "datasets" / "samples" / "maven" / "train.jsonl"
 

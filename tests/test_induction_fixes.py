@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from eventatlas.data import NotApplicable, choose_unseen_types, select_labelled
+from eventatlas.evaluation import RowKey
 
 
 def _counts_table(counts: dict[str, int], order_seed: int = 0) -> pa.Table:
@@ -310,8 +311,8 @@ def test_ensemble_is_clustered_with_the_members_manifold_neighbour_count(tmp_pat
         return real(x, algorithm, n, **kw)
 
     monkeypatch.setattr(ec, "cluster", spy)
-    ctx = {"dataset": "toy", "method": "batch_attention", "seed": -1, "split": "unseen", "representation": "trigger"}
-    rows = ensemble_rows(summaries, ctx, algorithms=("manifold",), k_manifold=5)
+    key = RowKey("toy", "batch_attention", -1, split="unseen", representation="trigger")
+    rows = ensemble_rows(summaries, key, algorithms=("manifold",), k_manifold=5)
     assert seen_k and set(seen_k) == {5}
     expected = cluster_partitions(distance_inputs(ensemble(runs)), 3, algorithms=("manifold",), metric="precomputed",
                                   k_manifold=5)
@@ -319,7 +320,7 @@ def test_ensemble_is_clustered_with_the_members_manifold_neighbour_count(tmp_pat
     assert got == {f"ensemble2:{inp}": pytest.approx(clustering_scores(y, lab.tolist())["ari"])
                    for (inp, _), lab in expected.items()}
     seen_k.clear()
-    ensemble_rows(summaries, ctx, algorithms=("manifold",))
+    ensemble_rows(summaries, key, algorithms=("manifold",))
     assert set(seen_k) == {None}  # no setting: the algorithm's default (all N)
     # the members' setting: the run config first, else the dataset protocol
     assert cluster_settings(BatchAttentionConfig(), {"k_manifold": 3000}) == {"n_clusters": None, "k_manifold": 3000}
@@ -380,8 +381,8 @@ def test_untuned_baseline_in_trained_runs_is_clustered_like_the_untuned_method(t
 
     monkeypatch.setattr(ec, "cluster_partitions", spy)
     algos = ("agglomerative", "manifold", "manifold_sym", "affinity")
-    ctx = {"dataset": "toy", "method": "batch_attention", "seed": 0, "split": "unseen", "representation": "trigger"}
-    rows, _ = evaluate_trained(tmp_path, summary, ctx=ctx, n_clusters=None, k_manifold=None, inputs=("ft", "attn_dot"),
+    key = RowKey("toy", "batch_attention", 0, split="unseen", representation="trigger")
+    rows, _ = evaluate_trained(tmp_path, summary, key=key, n_clusters=None, k_manifold=None, inputs=("ft", "attn_dot"),
                                algorithms=algos, model_id=None, names={}, mapping=None, framenet_dir=None,
                                umap_plot=False)
     # one clustering call for the trained inputs and the untuned baseline
@@ -392,8 +393,8 @@ def test_untuned_baseline_in_trained_runs_is_clustered_like_the_untuned_method(t
     assert np.abs(calls[0]["untuned:ft"] - (1.0 - f @ f.T)).max() < 1e-12
     # and every partition scores as the untuned method's own call (cluster_and_score on the features, cosine)
     monkeypatch.setattr(ec, "cluster_partitions", real)
-    ref = cluster_and_score(untuned["F"], y, n_clusters=types, algorithms=algos, seed=0, dataset="toy",
-                            method="untuned", representation="trigger")
+    ref = cluster_and_score(untuned["F"], y, n_clusters=types, algorithms=algos,
+                            key=RowKey("toy", "untuned", 0, representation="trigger"))
     want = {(r["clustering"], r["metric"]): r["value"] for r in ref.rows}
     got = {(r["clustering"], r["metric"]): r["value"] for r in rows
            if r["task"] == "induction" and r["variant"] == "untuned:ft"}

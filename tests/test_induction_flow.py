@@ -99,7 +99,7 @@ def _tiny_bert(root: Path) -> Path:
 def test_batch_attention_through_train_all_flow(eventatlas_env, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
     from flows.train_all import train_all
 
     root = eventatlas_env
@@ -177,8 +177,8 @@ def _check_saved_model(root: Path, run_id: str, chosen: int, wh, trained_rows) -
     """The run saved its chosen epoch's model; applied to its own data it reproduces the run's scores
     exactly; applied to other data its rows say where it was trained."""
     from eventatlas.modeling.saved import resolve_ref
-    from eventatlas.results.publishing import publish_records
     from eventatlas.run.runner import evaluate_model
+    from eventatlas.store.publishing import publish_records
 
     m = resolve_ref(f"run:{run_id}")
     assert (m.card.encoder, m.card.epoch, m.card.trained_on) == ("trigger", chosen, "mini_events")

@@ -31,7 +31,8 @@ def test_registry_covers_every_reader():
     reg = load_registry()
     assert set(reg) == set(REGISTRY)
     for name, e in reg.items():
-        assert e["reader"] == name and (config.samples_dir() / e["sample"]).exists(), name
+        assert REGISTRY[name] == f"eventatlas.readers.{e.get('reader') or name}", name
+        assert (config.samples_dir() / e["sample"]).exists(), name
         assert {"path", "language", "ontology", "labels", "download", "dataset"} <= set(e)
     for f in reg["maven"]["download"]["files"].values():
         assert f["url"].startswith("https://cloud.tsinghua.edu.cn/") and f["sha256"] == "unverified"

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from eventatlas import config
 from eventatlas.cli import app
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 
 @pytest.mark.parametrize("prefect", ["never", "always"])  # the CLI's direct path and the ingest flow

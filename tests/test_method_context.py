@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas.methods import ParamError, get_spec
-from eventatlas.results.records import load_metrics, read_record
 from eventatlas.run.runner import run_method
+from eventatlas.tracking.records import load_metrics, read_record
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from eventatlas.io import DatasetWriter, Rejects, TableWriter, atomic_write_json, stable_id, write_parquet
-from eventatlas.results.publishing import pending_dir, pending_runs, publish_records, queue_run
-from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
 from eventatlas.schema import TABLES
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.publishing import pending_dir, pending_runs, publish_records, queue_run
+from eventatlas.store.warehouse import Warehouse
+from eventatlas.tracking.records import finish_record, new_record, write_metrics, write_record
 from eventatlas.wiki.http import ApiError, HttpError, PoliteClient, cache_key, parse_retry_after
 
 # -- eventatlas.io -----------------------------------------------------------------------------
@@ -318,8 +318,8 @@ def test_maxlag_until_giving_up_reports_the_servers_reason():
 
 
 def test_publish_records_lands_logs_artifacts_statuses_and_calls_back(wh, eventatlas_env):
-    from eventatlas.results.records import attach_train_logs
-    from eventatlas.results.warehouse import TRAIN_EVALS_SCHEMA
+    from eventatlas.tracking.records import attach_train_logs
+    from eventatlas.tracking.tables import TRAIN_EVALS_SCHEMA
 
     root = eventatlas_env / "runs"
     rec = new_record("s1", flow="test", task="induction", method="m", seed=0)

@@ -40,10 +40,10 @@ def test_a_file_stands_for_the_groups_that_mutate_it():
     assert m.parse_args(["eventatlas/evaluation/metrics.py"]).groups == ["metrics"]
     assert m.parse_args([str(ROOT / "eventatlas/cluster/nnchain.py"), "metrics"]).groups == ["nnchain", "metrics"]
     # the warehouse is mutated only on its publish path; a group named twice runs once
-    assert m.parse_args(["eventatlas/results/warehouse.py", "publish"]).groups == ["publish"]
+    assert m.parse_args(["eventatlas/store/warehouse.py", "publish"]).groups == ["publish"]
     assert m.patterns("metrics", "1") == ["eventatlas.evaluation.metrics.*__mutmut_*1"]
-    assert "eventatlas.results.warehouse.xǁWarehouseǁpublish__mutmut_*" in m.patterns("publish", None)
-    assert "eventatlas.results.warehouse.x__json__mutmut_*" in m.patterns("publish", None)
+    assert "eventatlas.store.warehouse.xǁWarehouseǁpublish__mutmut_*" in m.patterns("publish", None)
+    assert "eventatlas.store.warehouse.x__json__mutmut_*" in m.patterns("publish", None)
 
 
 def test_smoke_checks_groups_and_writes_nothing():

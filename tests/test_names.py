@@ -51,8 +51,8 @@ def test_core_ingest_refuses_escaping_dataset_name(eventatlas_env):
 
 def test_every_core_function_checks(eventatlas_env, tmp_path):
     from eventatlas.data.ingest import list_versions, restore_version
-    from eventatlas.results.records import failed_ingest_record
     from eventatlas.run.runner import claim_run
+    from eventatlas.tracking.records import failed_ingest_record
 
     with pytest.raises(InputError, match=r"^dataset '\.\./x'"):
         list_versions("../x")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "datasets" / "samples" / "maven" / "train.jsonl"
@@ -127,10 +127,10 @@ def test_direct_ingest_retries_a_transient_download_failure_like_the_task(clean_
 
     real_sleep, me = time.sleep, threading.get_ident()
     monkeypatch.setattr("time.sleep", lambda s: slept.append(s) if threading.get_ident() == me else real_sleep(s))
-    man = cli._ingest_direct("maven", None, True, "dl", None)
+    man = cli._ingest_here("maven", None, True, "dl", None)
     assert man["dataset"] == "dl" and len(calls) == 3 and slept == [10, 30]
     calls.clear()
     monkeypatch.setattr(core, "ingest", lambda *a, **k: (_ for _ in ()).throw(DownloadFailed("bad sum", transient=False)))
     with pytest.raises(DownloadFailed, match="bad sum"):  # final: no retry
-        cli._ingest_direct("maven", None, True, "dl2", None)
+        cli._ingest_here("maven", None, True, "dl2", None)
     assert slept == [10, 30]

@@ -55,7 +55,7 @@ def _nodes_links():
 def check_page(page: str) -> dict:
     """The page's data script ends where the template's does, its text is the data as JSON, and the
     program script after it is the template's, byte for byte."""
-    from eventatlas.results.atlas_page import PAGE
+    from eventatlas.atlas.page import PAGE
 
     opening = '<script id="data" type="application/json">'
     start = page.index(opening) + len(opening)
@@ -79,7 +79,7 @@ def test_hostile_type_names_on_the_exported_atlas_page(tmp_path):
 
 def test_hostile_type_names_on_the_reports_atlas_page(eventatlas_env, tmp_path):
     from eventatlas.results.report import write_report
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     nodes, links = _nodes_links()
     publish_atlas_rows(tmp_path, [{**n, "evidence_mention_ids": []} for n in nodes], links)
@@ -102,6 +102,73 @@ def test_hostile_names_keep_the_page_working_in_headless_chromium(tmp_path):
     assert re.search(r'<svg id="g"[^>]*data-nodes="4"', dom)  # the graph drew every node
     assert re.search(r'<div id="hits" data-hits="2">', dom)  # the search found both script names
     assert "<script>alert" not in dom.split('id="info"', 1)[1]  # shown as text, not markup
+
+
+# ----------------------------------------------------------------------------- the HTML report
+# a script that would log to the console if it ran (dump_dom fails on any console line), and both quotes
+INJECTED = '</script><script>console.error("injected")</script>"\'&'
+
+
+def _report_data(name: str) -> dict:
+    """The report's input (report.load's shape) with ``name`` as dataset, method, run fields and atlas names."""
+    row = {"task": "induction", "dataset": name, "split": "unseen", "setting": None, "method": name,
+           "trained_on": None, "representation": "trigger", "clustering": "agglomerative", "variant": None,
+           "precision": None, "metric": "ari", "mean": 0.5, "std": 0.1, "n_seeds": 2, "best": True}
+    run = {"run_id": "r1", "flow": "train-all", "method": name, "status": "completed", "seed": 0, "device": "cpu",
+           "code_version": None, "data_fingerprints": json.dumps({name: "f" * 64}),
+           "params": json.dumps({"dataset": name}), "started_at": None, "finished_at": None, "error": name}
+    return {"board": [row], "lower": set(), "runs": [run], "warehouse": "wh.duckdb",
+            "steps": [("r1", name, 0, name, "train", s, 1.0 / (1 + s)) for s in range(3)], "plots": [],
+            "builds": [], "diffs": [], "benchmarks": [], "experiments": [],
+            "atlas": {"inventories": [(name, "type", 3)], "links": [("learned", name, 1)]},
+            "atlas_page": "report_atlas.html"}
+
+
+def test_report_templates_escape_names_in_text_and_attributes():
+    from html.parser import HTMLParser
+
+    from eventatlas.results.report import render
+
+    page = render(_report_data(INJECTED))
+    assert "<script" not in page.lower()
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.attrs, self.text = [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.attrs += [(tag, k, v) for k, v in attrs]
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    p = Page()
+    p.feed(page)
+    # the attribute value and the text parse back to the name, quotes and all
+    assert ("table", "data-dataset", INJECTED) in p.attrs and ("tr", "data-status", "completed") in p.attrs
+    assert sum(INJECTED in t for t in p.text) >= 6  # heading, cell, bar label, curve legend, run row, atlas
+
+
+def test_report_experiments_section_shows_html_in_labels_as_text():
+    from eventatlas.results.experiments import html_section
+
+    e = _experiment("<script>alert(1)</script> \"x\"")
+    e["cells"][0]["mean"] = 0.4  # the raw value, beside the shown one
+    page = html_section([e])
+    # title, row label, reason, run link; and the page's own markup is there
+    assert "<script" not in page and page.count("&lt;script&gt;alert(1)&lt;/script&gt; &#34;x&#34;") == 4
+    assert 'data-mean="0.4"' in page and 'class="verdict"' in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_hostile_names_in_the_report_run_no_script_in_headless_chromium(tmp_path):
+    from eventatlas.results.report import render
+
+    page = tmp_path / "report.html"
+    page.write_text(render(_report_data(INJECTED)), encoding="utf-8")
+    dom = dump_dom(CHROMIUM, page, "", tmp_path)  # fails on any console line: the injected script did not run
+    assert "<script" not in dom.lower() and dom.count('data-dataset="') == 1
 
 
 # ----------------------------------------------------------------------------- Markdown pages

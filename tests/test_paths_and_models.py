@@ -59,7 +59,7 @@ def test_evaluate_with_a_relative_data_root_lands_the_run_in_the_warehouse(tmp_p
     is published (the relative root used to be joined twice: <root>/runs/<id>/<root>/runs/<id>/...)."""
     from eventatlas.cli import app
     from eventatlas.data.ingest import ingest
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVENTATLAS_DATA", "data")

@@ -1,4 +1,4 @@
-"""The publish path: run records (core, eventatlas.results.records) landed by the `publish` flow / task,
+"""The publish path: run records (core, eventatlas.tracking.records) landed by the `publish` flow / task,
 training logs included, PNG plots attached to the Prefect run, `eventatlas publish` on records written
 outside a flow, and `eventatlas ensemble` publishing the ensemble of finished runs."""
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventatlas.results.records import (
+from eventatlas.store.warehouse import Warehouse
+from eventatlas.tracking.records import (
     RecordError,
     find_records,
     finish_record,
@@ -25,7 +26,7 @@ from eventatlas.results.records import (
     write_metrics,
     write_record,
 )
-from eventatlas.results.warehouse import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, Warehouse, WarehouseError
+from eventatlas.tracking.tables import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, TableError
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def test_records_roundtrip_and_find(tmp_path):
     with pytest.raises(RecordError, match="bad.json: not a run record"):
         read_record(tmp_path / "bad.json")
     # a method's rows without a task never reach disk
-    with pytest.raises(WarehouseError, match="'task' is required"):
+    with pytest.raises(TableError, match="'task' is required"):
         write_metrics(new_record("rc", flow="t", task="train"), [{"dataset": "d", "metric": "ari", "value": 1}],
                       tmp_path / "c")
 
@@ -159,7 +160,7 @@ def test_publish_flow_refuses_bad_rows_with_a_clear_error(env, tmp_path):
                    run_dir / "metrics.parquet")
     rec["metrics_path"] = "metrics.parquet"
     write_record(run_dir, finish_record(rec))
-    from eventatlas.results.publishing import PublishRejected
+    from eventatlas.store.publishing import PublishRejected
 
     with pytest.raises(PublishRejected, match=rf"{run_dir / 'run.json'}: metric row 0: unknown task 'clustering'"):
         publish([str(run_dir)])  # named with its file; the rest of a batch would have landed

@@ -146,7 +146,7 @@ def test_readme_sql_examples_run(eventatlas_env):
     import duckdb
 
     from eventatlas.data.ingest import ingest_dataset
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     ingest_dataset("ontoevent", str(REPO / "datasets" / "samples" / "ontoevent" / "event_relation.json"))
     wh = Warehouse()

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("EVENTATLAS_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
@@ -224,3 +224,28 @@ def test_atlas_page_in_headless_chromium(eventatlas_env, tmp_path):
     assert "maps_to" in info and "combined #1" in info
     assert re.search(r'<div class="ev">[^<]*\[[^<\]]+\][^<]*</div>', info)  # an evidence sentence, trigger in brackets
     assert 'class="sel"' in dom
+
+
+def test_templates_load_through_the_package_from_any_directory(eventatlas_env, tmp_path, monkeypatch):
+    """The report's templates are package data read through importlib (what a wheel installs), not paths
+    relative to the working directory."""
+    from importlib.resources import files
+
+    import jinja2
+
+    from eventatlas.results import templating
+    from eventatlas.results.report import load, render
+
+    wh = _warehouse(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    templating.environment.cache_clear()  # a fresh environment, made in this directory
+    env = templating.environment()
+    assert isinstance(env.loader, jinja2.PackageLoader)
+    shipped = {p.name for p in (files("eventatlas") / "templates").iterdir() if p.is_file()}
+    assert {"report.html", "report_charts.svg", "report_benchmarks.html", "report_experiments.html"} <= shipped
+    assert set(env.list_templates()) == shipped
+    page = render(load(wh))
+    assert page.startswith("<!DOCTYPE html>") and "48.0 ± 2.8" in page and '<svg class="curves"' in page
+    assert env.from_string("{{ v }}").render(v='<b a="1">') == "&lt;b a=&#34;1&#34;&gt;"  # escapes by default

@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from eventatlas.results import benchmarking, records
 from eventatlas.results.report import benchmarks_html, benchmarks_markdown, load, load_benchmarks, render
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store import benchmarking
+from eventatlas.store.warehouse import Warehouse
+from eventatlas.tracking import records
 
 
 def _publish(monkeypatch, version: str, cases: list[dict], smoke: bool = False) -> str:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from eventatlas import config
 from eventatlas.cli import app
 from eventatlas.results.leaderboard import build, headlines
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.warehouse import Warehouse
 
 runner = CliRunner()
 

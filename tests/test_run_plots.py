@@ -13,7 +13,7 @@ from tiny_models import tiny_bert
 
 from eventatlas import config
 from eventatlas.io import sha256_file
-from eventatlas.results.plots import metric_bars_png, project_2d, projection_png
+from eventatlas.tracking.plots import metric_bars_png, project_2d, projection_png
 
 
 def _png_colours(path: Path) -> set[tuple[int, int, int]]:
@@ -48,7 +48,7 @@ def test_pca_projection_separates_two_groups_and_subsamples(tmp_path):
 
 def test_projection_falls_back_to_tsne_without_umap(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "umap", None)  # `import umap` raises ImportError
-    from eventatlas.results import plots
+    from eventatlas.tracking import plots
 
     monkeypatch.setattr(plots, "AUTO_MIN_NONLINEAR", 20)  # t-SNE of 300 points takes ~30 s on a busy core
     X = np.random.default_rng(1).normal(size=(40, 8))
@@ -89,8 +89,8 @@ def sample(tmp_path, monkeypatch):
 
 
 def _run(ddir, model, **extra):
-    from eventatlas.results.records import read_record
     from eventatlas.run.runner import run_method
+    from eventatlas.tracking.records import read_record
 
     params = {"model_id": str(model), "representations": ["sentence", "trigger"], "clusterings": ["agglomerative"],
               "encoder": {"batch_size": 8, "precision": "fp32"}, **extra}
@@ -124,7 +124,7 @@ def test_untuned_run_lists_projection_and_metric_bars(sample):
 @pytest.mark.slow
 def test_auto_projection_is_umap_from_300_points(tmp_path):
     """umap-learn compiles its kernels on the first call in a process (~30 s on one core)."""
-    from eventatlas.results.plots import AUTO_MIN_NONLINEAR
+    from eventatlas.tracking.plots import AUTO_MIN_NONLINEAR
 
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(3, 16))
@@ -158,7 +158,7 @@ def test_report_shows_untuned_and_trained_projections_side_by_side(tmp_path, mon
     from typer.testing import CliRunner
 
     from eventatlas.cli import app
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     monkeypatch.setenv("EVENTATLAS_WAREHOUSE", str(tmp_path / "wh.duckdb"))
     png = tmp_path / "p.png"

@@ -157,9 +157,9 @@ def test_headline_metrics_by_hand():
 
 
 def test_publish_lands_the_model_row(saved, tmp_path):
-    from eventatlas.results.publishing import publish_records
-    from eventatlas.results.records import finish_record, new_record, write_metrics, write_record
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.publishing import publish_records
+    from eventatlas.store.warehouse import Warehouse
+    from eventatlas.tracking.records import finish_record, new_record, write_metrics, write_record
 
     _, run_dir, entry = saved
     rec = new_record(run_dir.name, flow="train-all", task="train", method="frame_dml", device="cpu",

@@ -154,8 +154,8 @@ def test_a_live_run_keeps_its_directory_from_a_concurrent_run_of_the_same_config
     from eventatlas import config
     from eventatlas.data.ingest import ingest_samples
     from eventatlas.methods import REGISTRY
-    from eventatlas.results.records import read_record
     from eventatlas.run.runner import LOCK_NAME, run_method
+    from eventatlas.tracking.records import read_record
 
     monkeypatch.setitem(REGISTRY, "hang", _hang_spec())
     ddir = Path(ingest_samples(names=["ace2005"])[0]["path"])
@@ -282,7 +282,7 @@ def cluster(grid_env, tmp_path):
 
 def _metric_rows(run_ids: list[str]) -> list[tuple]:
     """The grid's metric rows without run ids, in a canonical order."""
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     ids = ",".join(f"'{r}'" for r in run_ids)
     df = Warehouse().query(f"SELECT task, dataset, split, setting, method, representation, clustering, variant, "
@@ -310,7 +310,7 @@ def local_rows(grid_env):
 
 
 def _runs_of(run_ids: list[str]):
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     ids = ",".join(f"'{r}'" for r in run_ids)
     return Warehouse().query(f"SELECT run_id, status, seed, params->>'dataset' AS dataset FROM runs "
@@ -409,3 +409,20 @@ def test_train_all_on_a_process_pool_and_a_local_dask_cluster(grid_env, local_ro
     out = train_all(datasets=SAMPLES[:1], seeds=SEEDS, params=grid_env["params"], runner=runner)
     assert out["runs"] == len(SEEDS) and not out["failed"]
     assert _metric_rows(_run_ids(out)) == [r for r in local_rows if r[1] == SAMPLES[0]]
+
+
+@pytest.mark.network
+@pytest.mark.timeout(900)
+def test_the_prefect_free_dask_engine_equals_a_local_run(grid_env, local_rows, cluster):
+    """The CLI's road without Prefect (``train-all --runner dask:...`` with no Prefect API): the same pipeline
+    on Dask itself gives the rows the Prefect flow gave locally."""
+    from eventatlas.pipelines.local import engine
+    from eventatlas.pipelines.train_grid import train_all
+
+    runner = f"dask:{cluster['address']}"
+    said: list[str] = []
+    out = train_all(datasets=SAMPLES, seeds=SEEDS, params=grid_env["params"], runner=runner,
+                    engine=engine(runner, say=said.append))
+    assert out["runner"] == runner and not out["failed"] and out["runs"] == len(SAMPLES) * len(SEEDS)
+    assert _metric_rows(_run_ids(out)) == local_rows
+    assert sum(": done" in m for m in said) == len(SAMPLES) * len(SEEDS)

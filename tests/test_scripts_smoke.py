@@ -70,7 +70,7 @@ def test_script_smoke_mode(script: Path, tmp_path, monkeypatch, capsys):
         m = re.search(r"^published: (\S+) -> (.+)$", out, re.M)
         assert m, f"{rel} --smoke published no benchmark run:\n{out[-2000:]}"
         assert Path(m.group(2)).resolve().is_relative_to(tmp_path.resolve())  # never the user's warehouse
-        from eventatlas.results.warehouse import Warehouse
+        from eventatlas.store.warehouse import Warehouse
 
         _, rows = Warehouse(m.group(2)).query_rows(
             "SELECT r.task, b.benchmark, b.smoke, b.ours, b.cpu_model FROM benchmarks b JOIN runs r USING (run_id) "

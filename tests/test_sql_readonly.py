@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from eventatlas.cli import app
-from eventatlas.results.sql_session import check_query, locked_connection
-from eventatlas.results.warehouse import Warehouse
+from eventatlas.store.sql_session import check_query, locked_connection
+from eventatlas.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -218,14 +218,14 @@ def test_check_query_passes_read_only_statements_in_any_case_and_form(query):
 
 
 def test_a_refused_statement_not_starting_with_a_word_is_named_by_its_text():
-    from eventatlas.results.sql_session import _keyword
+    from eventatlas.store.sql_session import _keyword
 
     assert _keyword("  (1) ") == "(1)"
     assert _keyword("/* note */ drop table runs") == "DROP"
 
 
 def test_an_empty_query_is_refused_naming_sql():
-    from eventatlas.results.sql_session import QueryRefused
+    from eventatlas.store.sql_session import QueryRefused
 
     with pytest.raises(QueryRefused, match=r"^sql:query: no statement to run$"):
         check_query(" -- nothing\n ")

@@ -110,7 +110,7 @@ def test_batch_and_loss_on_a_tiny_encoder(tuples, tiny_model, variant):
 
 
 def test_train_all_end_to_end(tuples, tiny_model, eventatlas_env):
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
     from flows.train_all import train_all
 
     ingest("hard_similarity", samples_dir() / "event_similarity" / "hard_similarity" / "hard_quadruples_sample.txt",

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from eventatlas.io import DatasetWriter
-from eventatlas.results.warehouse import (
+from eventatlas.store.warehouse import (
     Warehouse,
     WarehouseError,
     WarehouseLocked,
@@ -295,7 +295,7 @@ def test_map_std_is_lower_is_better(wh):
 def _steps(n, loss0=1.0):
     import pyarrow as pa
 
-    from eventatlas.results.warehouse import TRAIN_STEPS_SCHEMA
+    from eventatlas.tracking.tables import TRAIN_STEPS_SCHEMA
 
     return pa.Table.from_pylist(
         [{"phase": "main", "step": i, "epoch": i // 2, "loss": loss0 / (i + 1), "lr": 1e-4, "examples_per_s": 50.0, "tokens_per_s": 900.0,
@@ -307,7 +307,7 @@ def test_publish_train_logs_and_republish_replaces_every_table(wh, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from eventatlas.results.warehouse import TRAIN_EVALS_SCHEMA
+    from eventatlas.tracking.tables import TRAIN_EVALS_SCHEMA
 
     run = {**_run("t0", "2026-01-01 00:00:00", method="ba"), "params": {"dataset": "onto", "epochs": 2}}
     evals = [{"step": 1, "epoch": 0, "metric": "silhouette", "value": 0.21},

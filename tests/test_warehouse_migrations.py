@@ -9,14 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventatlas.results.warehouse import (
-    METRICS_SCHEMA,
-    MIGRATIONS_DIR,
-    Warehouse,
-    WarehouseError,
-    discover_migrations,
-    legacy_metric_keys,
-)
+from eventatlas.store.warehouse import MIGRATIONS_DIR, Warehouse, WarehouseError, discover_migrations
+from eventatlas.tracking.tables import METRICS_SCHEMA, legacy_metric_keys
 
 # The views as they were before 003 (what an old warehouse file holds).
 OLD_VIEWS = """
@@ -166,7 +160,7 @@ def test_a_failing_003_leaves_the_old_table_intact(old_warehouse, tmp_path):
 
 def test_old_run_records_republish_with_the_same_mapping(tmp_path):
     """A metrics.parquet written before rows had a task (no task column) is upgraded on load."""
-    from eventatlas.results.records import load_metrics
+    from eventatlas.tracking.records import load_metrics
 
     old = pa.table({"run_id": ["b0"] * 3, "dataset": ["onto"] * 3, "split": ["unseen"] * 3,
                     "method": ["batch_attention"] * 3, "representation": ["trigger"] * 3,

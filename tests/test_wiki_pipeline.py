@@ -178,7 +178,7 @@ def test_flow_process_pool_shards_and_warehouse(eventatlas_env, monkeypatch, wor
     output equals the in-process build, and the warehouse gets the build, diff, Table 1 and rejects."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
     from flows.build_wikievents import build_wikievents
 
     d, mem, _ = world_builds

@@ -21,7 +21,7 @@ links and the learned links of the default pairs, ``link`` for the pairs ``atlas
 ``recipe``: pair, encoder, link options). A build replaces or drops only its own parts; a linked pair stays
 until its inventories are gone or a link of the same pair and encoder replaces it.
 
-The publish path (:func:`eventatlas.results.publishing.publish_atlas`) lands the changed parts in the
+The publish path (:func:`eventatlas.store.publishing.publish_atlas`) lands the changed parts in the
 warehouse. The metric rows of every scored pair of the atlas go into one run record (task ``atlas``)
 whose run id is the atlas's identity (:func:`record_id`, from its directory): a rebuild replaces its
 rows in the warehouse instead of adding a copy.
@@ -41,10 +41,10 @@ import pyarrow.parquet as pq
 
 from .. import config
 from ..io import atomic_write_json, sha256_file, write_parquet
-from ..results.publishing import ATLAS_FORMAT, ATLAS_MANIFEST, read_atlas_manifest
 from .declared import declared_links
 from .inventory import RUN_PREFIX, Inventory, cluster_inventories, dataset_inventory
 from .link import LinkConfig, encoder_label, gold_mapping, link_pair
+from .manifest import ATLAS_FORMAT, ATLAS_MANIFEST, read_atlas_manifest
 
 log = logging.getLogger(__name__)
 # bump a kind's version when a code change alters what its parts hold (node columns, declared relations,
@@ -261,8 +261,8 @@ def write_record(report: BuildReport, *, encoders: Sequence[str | None], cfg: Li
     learned part (None otherwise, or when no pair has a gold): ``runs/<record_id>/run.json`` holds the
     metric rows of every scored pair in the atlas now, under the one run id of the atlas
     (:func:`record_id`), so publishing it replaces what the previous build published."""
-    from ..results.records import finish_record, new_record, write_metrics
-    from ..results.records import write_record as write_run
+    from ..tracking.records import finish_record, new_record, write_metrics
+    from ..tracking.records import write_record as write_run
 
     if not any(n.startswith("learned/") for n in report.built + report.removed):
         return None

@@ -2,7 +2,7 @@
 
 ``csv`` / ``jsonl``: ``atlas_nodes.<ext>`` and ``atlas_links.<ext>`` (list columns as ``|``-joined text in
 CSV, arrays in JSON; a CSV text cell that starts like a formula, ``=``, ``+``, ``-``, ``@``, gets a leading
-``'``). ``html``: ``atlas.html``, an offline interactive graph (:mod:`eventatlas.results.atlas_page`).
+``'``). ``html``: ``atlas.html``, an offline interactive graph (:mod:`eventatlas.atlas.page`).
 ``skos``: ``atlas.ttl``: one ``skos:ConceptScheme`` per inventory, one
 ``skos:Concept`` per node (``skos:prefLabel``, ``skos:definition``, ``skos:inScheme``), declared links as
 SKOS relations where SKOS has one (a hand mapping -> ``skos:closeMatch``; a parent relation ->
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
+from ..escaping import csv_cell
 from ..io import atomic_path
-from ..results.escaping import csv_cell
 
 FORMATS = ("csv", "jsonl", "skos", "html")
 EA = "urn:eventatlas:"
@@ -103,7 +103,7 @@ def export(nodes: Sequence[Mapping[str, Any]], links: Sequence[Mapping[str, Any]
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     out = Path(out_dir)
     if fmt == "html":
-        from ..results.atlas_page import write_html
+        from .page import write_html
 
         return [write_html(nodes, links, out, sentences)]
     if fmt == "skos":

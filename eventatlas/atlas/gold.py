@@ -27,7 +27,7 @@ KS = (1, 5)
 
 
 def mappings_dir() -> Path:
-    return config.REPO_ROOT / "datasets" / "mappings"
+    return config.resource_dir("datasets") / "mappings"
 
 
 def mapping_path(ontology: str | None) -> Path | None:

@@ -150,7 +150,7 @@ def cluster_inventories(run_dir: str | Path) -> list[Inventory]:
     """One inventory per clustering a finished run wrote (``assignments...`` artifacts, either layout of
     :func:`read_assignments`); none for a run that wrote none or did not complete. An assignments file
     that is gone is left out with a warning (its run's other clusterings still join)."""
-    from ..results.records import read_record
+    from ..tracking.records import read_record
 
     rec = read_record(Path(run_dir) / "run.json")
     run = rec["run"]

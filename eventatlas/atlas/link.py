@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..evaluation.base import metric_rows
+from ..evaluation.base import RowKey, metric_rows
 from . import gold as G
 from .calibrate import IsotonicMap, rank_normalise
 from .inventory import Inventory, node_id, type_set
@@ -101,7 +101,7 @@ def link_pair(A: Inventory, B: Inventory, cfg: LinkConfig | None = None, *, enco
     metrics: list[dict[str, Any]] = []
     calib: dict[str, tuple[np.ndarray, str]] = {}
     matrices = {m: s.matrix for m, s in raw.items()}
-    setting = f"{A.key} -> {B.key}"
+    row_key = RowKey(dataset=A.dataset, method="atlas", seed=cfg.seed, setting=f"{A.key} -> {B.key}")
     if mapping is not None and A.kind == "type":
         gold = G.gold_for(A.types, mapping)
         has_a = TA.counts() > 0
@@ -124,8 +124,8 @@ def link_pair(A: Inventory, B: Inventory, cfg: LinkConfig | None = None, *, enco
                     continue  # its weight was chosen on dev: only the test part is fair
                 for subset, q in (("", qs), ("_renamed", [i for i in qs if i in renamed])):
                     scores = {f"{k}{subset}": v for k, v in G.link_metrics(S, cols, q).items()}
-                    metrics += metric_rows(scores, task="atlas", dataset=A.dataset, split=split, setting=setting,
-                                           method="atlas", representation=rep, variant=variant, seed=cfg.seed)
+                    metrics += metric_rows(scores, task="atlas",
+                                           key=row_key.replace(split=split, representation=rep, variant=variant))
             if m != "combined" and dev:
                 try:
                     iso = IsotonicMap.from_gold(S, dev, cols)
@@ -136,8 +136,8 @@ def link_pair(A: Inventory, B: Inventory, cfg: LinkConfig | None = None, *, enco
         for m, S in matrices.items():
             share, n = G.cluster_frame_share(S, A.majority, B.types, mapping)
             metrics += metric_rows({"cluster_frame_share": share, "n_clusters": float(n)}, task="atlas",
-                                   dataset=A.dataset, split="all", setting=setting, method="atlas",
-                                   representation=cfg.representation, variant=f"clusters:{m}:{enc}", seed=cfg.seed)
+                                   key=row_key.replace(split="all", representation=cfg.representation,
+                                                       variant=f"clusters:{m}:{enc}"))
     rows = []
     for m, S in matrices.items():
         C, how = calib.get(m) or (S if m == "combined" else rank_normalise(S), "weighted" if m == "combined" else "rank")

@@ -6,7 +6,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from .base import _fail, app, console, dataset_dir, prefect_guard, print_rows, print_warning, run_dir, split, use_prefect
+from .base import (_fail, app, console, dataset_dir, local_engine, print_rows, print_warning, run_dir, run_flow, split,
+                   use_prefect)
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
@@ -21,30 +22,18 @@ def _cfg(max_per_type: Optional[int], top: int, k: int, seed: int, representatio
 
 
 def _run(datasets, runs, pairs, encoders, config, full: bool, prune: bool) -> dict[str, Any]:
-    """The atlas flow when Prefect is in use, else the same steps directly (build, land, publish scores)."""
+    """The atlas pipeline: through its flow when Prefect is in use, else in this process."""
     from ..errors import InputError
-    from ..results.records import RecordError
-    from ..results.warehouse import WarehouseError
+    from ..store.warehouse import WarehouseError
+    from ..tracking.records import RecordError
 
     try:
+        args = (datasets, runs, pairs, encoders, config, full, prune)
         if use_prefect():
-            from flows.atlas import atlas as flow
+            return run_flow("atlas", *args)
+        from ..pipelines.atlas import atlas
 
-            with prefect_guard():
-                return flow(datasets, runs, pairs, encoders, config, full, prune)
-        from ..atlas.build import build, write_record
-        from ..atlas.link import LinkConfig
-        from ..results.publishing import publish_atlas, publish_records
-
-        cfg = LinkConfig(**config)
-        encs = encoders or [None]
-        rep = build(datasets=datasets, runs=runs, pairs=[tuple(p) for p in pairs] if pairs else None, encoders=encs,
-                    cfg=cfg, full=full, prune=prune)
-        record = write_record(rep, encoders=encs, cfg=cfg)
-        landed = publish_atlas(rep.root, warn=print_warning)
-        published = publish_records([record], warn=print_warning).as_dict() if record else None
-        return {"build": {**rep.as_dict(), "record": str(record) if record else None, "metrics": rep.metrics},
-                "landed": landed, "published": published}
+        return atlas(*args, engine=local_engine(say=lambda _m: None))
     except (RecordError, WarehouseError, InputError, ValueError) as e:
         _fail(str(e), code=2 if isinstance(e, (InputError, ValueError)) else 1)
 
@@ -106,7 +95,7 @@ def link_cmd(
     _summary(out)
     metrics = out["build"].get("metrics")
     if metrics is None and out["build"].get("record"):
-        from ..results.records import load_metrics, read_record
+        from ..tracking.records import load_metrics, read_record
 
         metrics = load_metrics(read_record(out["build"]["record"]))
     rows = sorted({(m["split"], m["variant"], m["metric"], m["value"]) for m in metrics or []
@@ -139,7 +128,7 @@ def show_cmd(
     """A type's neighbourhood across inventories: declared links, the best learned links per scorer with
     their scores, and the evidence sentences behind them."""
     from ..results.atlas_query import neighbourhood
-    from ..results.warehouse import WarehouseError
+    from ..store.warehouse import WarehouseError
 
     try:
         found = neighbourhood(name, top=top, sentences=sentences)
@@ -169,7 +158,7 @@ def export_cmd(
     """Write the atlas (from the warehouse) as CSV, JSON lines, SKOS/RDF Turtle or one offline HTML page."""
     from ..atlas.export import FORMATS, export
     from ..results.atlas_query import all_rows, evidence_sentences
-    from ..results.warehouse import WarehouseError
+    from ..store.warehouse import WarehouseError
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}", code=2)
@@ -186,8 +175,8 @@ def export_cmd(
 def publish_cmd() -> None:
     """Land the atlas build on disk in the warehouse again (e.g. after the warehouse was busy)."""
     from ..atlas.build import atlas_dir
-    from ..results.publishing import publish_atlas
-    from ..results.warehouse import WarehouseError
+    from ..store.publishing import publish_atlas
+    from ..store.warehouse import WarehouseError
 
     try:
         out = publish_atlas(atlas_dir(), warn=print_warning)

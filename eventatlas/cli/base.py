@@ -275,7 +275,8 @@ def split(values: Optional[List[str]]) -> Optional[List[str]]:
 def split_seeds(values: Optional[List[str]]) -> Optional[List[int]]:
     """``--seeds`` as integers (repeated or comma-separated); a non-integer, a seed outside
     ``0 <= seed < 2**31``, a repeated seed or too many seeds is a ValueError naming ``--seeds``."""
-    from ..experiments.spec import MAX_INT_DIGITS, MAX_SEEDS, check_seeds
+    from ..experiments.spec import MAX_INT_DIGITS
+    from ..tracking.runinfo import MAX_SEEDS, check_seeds
 
     texts = split(values) or []
     if len(texts) > MAX_SEEDS:
@@ -295,7 +296,7 @@ def split_seeds(values: Optional[List[str]]) -> Optional[List[int]]:
 def seed_option(value: int) -> int:
     """``--seed``'s check (a typer callback): the bound every seed has (:func:`split_seeds`'s), refused as a
     usage error before anything runs."""
-    from ..experiments.spec import check_seeds
+    from ..tracking.runinfo import check_seeds
 
     try:
         return check_seeds([value], "--seed")[0]
@@ -333,6 +334,7 @@ def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max
 
 
 # ----------------------------------------------------------------------------- Prefect, only when asked for
+PREFECT_ENTRY_POINTS = "eventatlas.prefect"
 PREFECT_MODE_ENV = "EVENTATLAS_PREFECT"
 
 
@@ -365,13 +367,47 @@ def use_prefect() -> bool:
     return mode == "always" or (mode == "auto" and prefect_api_configured())
 
 
+def prefect_flow(name: str) -> Any:
+    """The Prefect flow that decorates pipeline ``name``, found through the entry points ``eventatlas.prefect``
+    (declared by ``flows/`` in pyproject.toml): the core names a contract, never the flows package."""
+    from importlib.metadata import entry_points
+
+    found = [e for e in entry_points(group=PREFECT_ENTRY_POINTS) if e.name == name]
+    if not found:
+        _fail(f"no Prefect flow {name!r} is installed (entry points {PREFECT_ENTRY_POINTS}): reinstall eventatlas "
+              "(`pip install -e .` in a checkout)")
+    return found[0].load()
+
+
 def prefect_guard():
     """Around every flow the CLI runs (`flows.runtime.guarded`): the temporary Prefect server dies with
     this process (kill -9 included), and flow runs of earlier CLI processes that are gone are marked
     crashed first (one warning line each)."""
-    from flows.runtime import guarded
+    return prefect_flow("guard")(print_warning)
 
-    return guarded(print_warning)
+
+def run_flow(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Run Prefect flow ``name`` (:func:`prefect_flow`) under :func:`prefect_guard`."""
+    flow = prefect_flow(name)
+    with prefect_guard():
+        return flow(*args, **kwargs)
+
+
+def wants_prefect(runner: str = "local") -> bool:
+    """The one rule for every pipeline command: through its Prefect flow when :func:`use_prefect` says so,
+    or when the runner is one of Prefect's task runners (``process``, ``ray``); else in this process
+    (``local``, or ``dask`` through Dask itself)."""
+    from ..run.scaleout import parse_runner
+
+    return use_prefect() or parse_runner(runner, check_installed=False).kind in ("process", "ray")
+
+
+def local_engine(runner: str = "local", say: Any = None) -> Any:
+    """The in-process engine of the pipelines, printing its lines here."""
+    from ..pipelines.local import engine
+
+    return engine(runner, say=say or (lambda m: console.print(m, markup=False, soft_wrap=True, highlight=False)),
+                 warn=print_warning)
 
 
 def main() -> Any:  # pragma: no cover - console entry point

@@ -11,14 +11,14 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, prefect_guard, print_rows, print_warning, split,
-               unknown, use_prefect)
+from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, local_engine, print_rows, print_warning,
+                   run_flow, split, unknown, use_prefect)
 
 
 @app.command()
 def migrate() -> None:
     """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
-    from ..results.warehouse import Warehouse
+    from ..store.warehouse import Warehouse
 
     wh = Warehouse()
     applied = wh.migrate()
@@ -69,13 +69,11 @@ def ingest(
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
     try:
+        args = (name, str(path) if path else None, download, dataset, opts or None)
         if use_prefect():
-            from flows.ingest import ingest as ingest_flow
-
-            with prefect_guard():
-                man = ingest_flow(name, str(path) if path else None, download, dataset, opts or None)
+            man = run_flow("ingest", *args)
         else:
-            man = _ingest_direct(name, str(path) if path else None, download, dataset, opts or None)
+            man = _ingest_here(*args)
     except (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # names file and record
         if _DEBUG["on"]:
             traceback.print_exc()
@@ -95,32 +93,17 @@ def ingest(
         console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
 
 
-def _ingest_direct(name: str, path: Optional[str], download: bool, dataset: Optional[str],
-                   opts: Optional[dict]) -> dict:
-    """The `ingest` flow without Prefect: its core job (:func:`eventatlas.data.ingest.ingest_dataset`, retried
-    as its task is), its run record, and the publish path (queued when the warehouse is busy)."""
-    from ..data.download import retry_transient
-    from ..data.ingest import ingest_dataset
-    from ..results.publishing import pending_dir, publish_records
-    from ..results.records import failed_ingest_record, ingest_record
-    from ..results.runinfo import utcnow
+def _ingest_here(name: str, path: Optional[str], download: bool, dataset: Optional[str],
+                 opts: Optional[dict]) -> dict:
+    """The ingest pipeline in this process; a run record that waits because the warehouse was busy is said."""
+    from ..pipelines.ingest import ingest
+    from ..store.publishing import pending_dir
 
-    started = utcnow().isoformat()
-    params = {"name": name, "path": path, "download": download, "dataset": dataset, "opts": opts or {}}
-    try:
-        job = lambda: ingest_dataset(name, path, download, dataset, opts)  # noqa: E731
-        man = retry_transient(job, warn=print_warning) if download else job()
-    except Exception as e:
-        # as the flow's failure path: a failed ingest leaves a run record (status failed, one-line reason)
-        try:
-            publish_records([failed_ingest_record(params, e, started)], warn=print_warning)
-        except Exception as pe:  # noqa: BLE001 - the ingest's own error is what the user must see
-            print_warning(f"the failed ingest was not recorded: {type(pe).__name__}: {pe}")
-        raise
-    out = publish_records([ingest_record(man, params, started)], warn=print_warning)
-    if out.queued:
+    out = ingest(name, path, download, dataset, opts, engine=local_engine())
+    man = out["manifest"]
+    if out["published"].get("queued"):
         print_warning(f"the ingest landed in {man['dataset_dir']}; its run record waits in "
-                      f"{pending_dir(out.warehouse)} (`eventatlas publish --pending`)")
+                      f"{pending_dir(out['published']['warehouse'])} (`eventatlas publish --pending`)")
     return man
 
 
@@ -260,10 +243,7 @@ def build_wikievents(
                   f"--contact <URL or e-mail> or set EVENTATLAS_CONTACT{f' ({who!r} is neither)' if who else ''}", code=2)
         api = {"root": root, "client_options": {"contact": contact, "cache_dir": str(config.cache_dir() / "http")},
                "checkpoint": str(config.cache_dir() / "wiki-crawl" / (root or "all"))}
-    from flows.build_wikievents import build_wikievents as flow
-
-    with prefect_guard():
-        man = flow(backend=backend, dumps=layout, api=api, out_dir=str(out_dir) if out_dir else None,
-                   languages=split(languages), params=p)
+    man = run_flow("build-wikievents", backend=backend, dumps=layout, api=api,
+                   out_dir=str(out_dir) if out_dir else None, languages=split(languages), params=p)
     console.print(json.dumps({k: man.get(k) for k in ("build_id", "rows", "rejects") if k in man}, indent=1, default=str),
                   markup=False)

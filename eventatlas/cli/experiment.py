@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from .base import _fail, app, check_device, console, prefect_guard, print_rows, print_warning, split_seeds, use_prefect
+from .base import (_fail, app, check_device, console, local_engine, print_rows, run_flow, split_seeds,
+                   wants_prefect)
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")
@@ -103,31 +104,23 @@ def checked_options(exp, params: Optional[str], seeds: Optional[List[str]] = Non
 
 def execute(exp, *, runner: str = "local", seeds: Optional[list[int]] = None, device: str = "auto",
             rerun: bool = False, params: Optional[dict] = None, say=None) -> dict:
-    """Run (or reuse) ``exp``'s cells and publish them: in this process when the runner is local and no
-    Prefect API is configured (no temporary Prefect server), else through the `experiment` flow."""
+    """Run (or reuse) ``exp``'s cells and publish them: in this process (``local``, or ``dask`` through Dask
+    itself) unless Prefect is in use or the runner is one of Prefect's, then through the `experiment` flow."""
     from eventatlas.modeling.device import DeviceUnavailable
 
     say = say or _say
-    if runner == "local" and not use_prefect():  # the one-shot path: no temporary Prefect server
-        from ..experiments.run import run_experiment, run_jobs_here
-        from eventatlas.results.publishing import publish_records
+    try:
+        if not wants_prefect(runner):
+            from ..pipelines.experiment import experiment
 
-        def publish(recs: list[str]) -> None:
-            publish_records(recs, warn=print_warning)
-
-        try:
-            return run_experiment(exp, execute=lambda jobs: run_jobs_here(jobs, publish, say), publish=publish,
-                                  seeds=seeds, device=device, rerun=rerun, params=params or {}, say=say).as_dict()
-        except DeviceUnavailable as e:
-            _fail(str(e), code=2)
-    from flows.experiment import experiment as flow
-
-    with prefect_guard():
-        try:
-            return flow(name=exp.name, quick=exp.mode == "quick", runner=runner, seeds=seeds, device=device,
-                        rerun=rerun, params=params or {})
-        except RuntimeError as e:
-            _fail(str(e))
+            return experiment(exp, seeds, device, rerun, params or {}, engine=local_engine(runner, say),
+                              raise_on_failure=False)
+        return run_flow("experiment", name=exp.name, quick=exp.mode == "quick", runner=runner, seeds=seeds,
+                        device=device, rerun=rerun, params=params or {})
+    except DeviceUnavailable as e:
+        _fail(str(e), code=2)
+    except RuntimeError as e:
+        _fail(str(e))
 
 
 def _say(msg: str) -> None:
@@ -137,7 +130,7 @@ def _say(msg: str) -> None:
 def show_table(name: str, mode: str) -> None:
     """The experiment's table from the warehouse (``experiment_results``), with the goal's verdict."""
     from eventatlas.results.experiments import TEST_CHOSEN_NOTE, _any_chosen_on_test, _cell, _grid, _value, load
-    from eventatlas.results.warehouse import Warehouse
+    from eventatlas.store.warehouse import Warehouse
 
     e = next((x for x in load(Warehouse(), mode) if x["experiment"] == name), None)
     if e is None:

@@ -60,8 +60,8 @@ def evaluate(
         _fail(f"--params: {e}", code=2)
     check_device(device)
     from ..methods.spec import ParamError
-    from ..results.records import read_record
     from ..run.runner import evaluate_model
+    from ..tracking.records import read_record
 
     try:
         path = evaluate_model(ref, ddir, seed=seed, params=p, device=device, flow="cli-evaluate")

@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from .base import (_fail, app, console, prefect_guard, print_rows, print_warning, read_warehouse, run_dir,
+from .base import (_fail, app, console, print_rows, print_warning, read_warehouse, run_dir, run_flow,
                terminal_width, use_prefect)
 
 
@@ -34,8 +34,9 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
     (:func:`terminal_width`): the main columns that tell rows apart, the first metric's mean and the other
     metrics come first, the rest while there is room, and one line names those left out; ``wide``: every
     column, unfolded."""
-    from eventatlas.results.leaderboard import CONFIG_COLS, UnknownName, scale, tables
-    from eventatlas.results.warehouse import Warehouse, WarehouseError
+    from eventatlas.evaluation.metric_specs import scale
+    from eventatlas.results.leaderboard import CONFIG_COLS, UnknownName, tables
+    from eventatlas.store.warehouse import Warehouse, WarehouseError
 
     wh = Warehouse()
     requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
@@ -124,7 +125,7 @@ def report(
     """Write the results report: one self-contained HTML page (works offline) from the warehouse: leaderboard
     per task and dataset (mean ± std over seeds, best marked), metric bars, learning curves, run table."""
     from eventatlas.results.report import write_report
-    from eventatlas.results.warehouse import WarehouseError
+    from eventatlas.store.warehouse import WarehouseError
 
     read_warehouse()
     if markdown is not None:
@@ -149,20 +150,17 @@ def publish_paths(records: list[Path]) -> dict:
     a Prefect API is configured, else the publish core directly; prints what landed. Bad records are skipped
     (a warning each) while the rest lands; the last line then names them (exit 2). Runs queued because the
     warehouse was busy or could not be written: exit 1."""
-    from eventatlas.results.publishing import PublishRejected, pending_dir, pending_runs
-    from eventatlas.results.records import RecordError
-    from eventatlas.results.warehouse import WarehouseError
+    from eventatlas.store.publishing import PublishRejected, pending_dir, pending_runs
+    from eventatlas.store.warehouse import WarehouseError
+    from eventatlas.tracking.records import RecordError
 
     waiting = len(pending_runs(config.warehouse_path()))
     rejected = None
     try:
         if use_prefect():
-            from flows.publish import publish as flow
-
-            with prefect_guard():
-                out = flow([str(r) for r in records])
+            out = run_flow("publish", [str(r) for r in records])
         else:
-            from eventatlas.results.publishing import publish_records
+            from eventatlas.store.publishing import publish_records
 
             out = publish_records(records, warn=print_warning).as_dict()
     except PublishRejected as e:  # the rest of the batch landed: report it, then name the skipped records
@@ -205,7 +203,7 @@ def publish(
     runs queued for it. Without a Prefect API (PREFECT_API_URL) this runs the publish core directly; with
     one, the `publish` flow (the warehouse's one writer either way). A bad record is skipped with a warning
     and named again at the end (exit 2) while the rest lands."""
-    from eventatlas.results.records import RecordError, find_records
+    from eventatlas.tracking.records import RecordError, find_records
 
     if not paths and not pending:
         _fail("give run records to publish (PATH...) and/or --pending", code=2)
@@ -247,8 +245,8 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     they read the warehouse and the dataset Parquet files its views read, nothing else."""
     import duckdb
 
-    from eventatlas.results.sql_session import QueryRefused, run_query
-    from eventatlas.results.warehouse import Warehouse, WarehouseError
+    from eventatlas.store.sql_session import QueryRefused, run_query
+    from eventatlas.store.warehouse import Warehouse, WarehouseError
 
     read_warehouse()
     try:
@@ -274,7 +272,7 @@ def runs(
     traceback in the file the line names)."""
     import duckdb
 
-    from eventatlas.results.warehouse import Warehouse, WarehouseError
+    from eventatlas.store.warehouse import Warehouse, WarehouseError
 
     read_warehouse()
     where, args = [], []

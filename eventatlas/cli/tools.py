@@ -78,7 +78,7 @@ def search(
             import pyarrow as pa
             import pyarrow.csv as pcsv
 
-            from ..results.escaping import csv_cell
+            from ..escaping import csv_cell
 
             labels = pa.array(["|".join(x or []) for x in table["labels"].to_pylist()], pa.string())
             flat = table.set_column(table.schema.get_field_index("labels"), "labels", labels)

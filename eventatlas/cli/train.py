@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
-               prefect_guard, print_rows, print_warning, seed_option, split, split_seeds, unknown)
+               local_engine, print_rows, print_warning, run_flow, seed_option, split, split_seeds, unknown, wants_prefect)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -28,10 +28,7 @@ def embed(
     """Embed a dataset's mentions (runs the `embed` flow; cached by content and options)."""
     dataset_dir(dataset)
     check_device(device)
-    from flows.embed import embed as embed_flow
-
-    with prefect_guard():
-        out = embed_flow(dataset, split(representation), model, {"device": device})
+    out = run_flow("embed", dataset, split(representation), model, {"device": device})
     print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
 
 
@@ -52,10 +49,7 @@ def cluster(
     if algorithm not in algorithms:
         unknown("clustering algorithm", algorithm, algorithms)
     check_device(device)
-    from flows.cluster import cluster as cluster_flow
-
-    with prefect_guard():
-        assignments = cluster_flow(dataset, representation, algorithm, n_clusters, model, seed, device)
+    assignments = run_flow("cluster", dataset, representation, algorithm, n_clusters, model, seed, device)
     console.print(assignments, markup=False)
 
 
@@ -77,11 +71,11 @@ def train_all(
                                "dask:tcp://host:8786 (an existing Dask scheduler) | ray[:N] | ray:ADDRESS (an "
                                "existing Ray cluster; extra [ray]); see README 'Scale out'"),
 ) -> None:
-    """Run the `train-all` flow and print the leaderboard rows it produced."""
-    from eventatlas.modeling.device import DeviceUnavailable, resolve_device
-    from ..methods import ParamError, validate_params
+    """Train the grid and print the leaderboard rows it produced (through the `train-all` flow when a Prefect
+    API is configured or the runner is one of Prefect's, else in this process: see EVENTATLAS_PREFECT)."""
+    from eventatlas.modeling.device import DeviceUnavailable
+    from ..methods import ParamError
 
-    # names and values are checked before Prefect is imported (slow, and it binds its log handlers to stdout)
     try:
         s = split_seeds(seeds)
         p = json.loads(params) if params else None
@@ -98,23 +92,26 @@ def train_all(
         for name in ds:
             if name not in have:
                 not_ingested(name)
-    try:
-        validate_params(p, m)
-        resolve_device(device)
-        from eventatlas.run.scaleout import parse_runner
+    from eventatlas.pipelines.train_grid import check, train_all as pipeline
+    from eventatlas.run.scaleout import parse_runner
 
+    kwargs = dict(datasets=ds, methods=m, seeds=s, params=p, device=device, resume=resume, report=report,
+                  runner=runner)
+    try:
         parse_runner(runner)
+        if wants_prefect(runner):
+            check(m, p, device)  # before Prefect starts: it is slow, and binds its log handlers to stdout
+            out = run_flow("train-all", **kwargs)
+        else:
+            out = pipeline(**kwargs, engine=local_engine(runner))
     except (ParamError, DeviceUnavailable, ValueError) as e:
         _fail(str(e), code=2)
-    from flows.train_all import train_all as flow
-
-    with prefect_guard():
-        out = flow(datasets=ds, methods=m, seeds=s, params=p, device=device, resume=resume, report=report,
-                   runner=runner)
+    except RuntimeError as e:  # runs failed (published with their status), or a cluster without a GPU worker
+        _fail(str(e))
     queued = out.get("queued") or []
     console.print(f"{out['runs'] - len(queued)} runs published to {out['warehouse']}", soft_wrap=True, markup=False)
     if queued:  # trained and kept on disk, not lost: the warehouse was held by another process
-        from eventatlas.results.publishing import pending_dir
+        from eventatlas.store.publishing import pending_dir
 
         print_warning(f"the warehouse {out['warehouse']} was busy: {len(queued)} trained run(s) are queued in "
                       f"{pending_dir(out['warehouse'])}; `eventatlas publish --pending` lands them (so does the next "
@@ -129,7 +126,7 @@ def train_all(
 
 def _run_ids(flow_out: dict) -> list[str]:
     """The run ids of a train-all result (its run records)."""
-    from eventatlas.results.records import read_record
+    from eventatlas.tracking.records import read_record
 
     return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
@@ -158,8 +155,8 @@ def train(
     except ValueError as e:  # bad JSON and ParamError are ValueErrors
         _fail(str(e), code=2)
     check_device(device)
-    from eventatlas.results.records import read_record
     from eventatlas.run.runner import run_method
+    from eventatlas.tracking.records import read_record
 
     path = run_method(method, ddir, seed=seed, params=p, device=device, resume=resume, flow="cli-train")
     if int(os.environ.get("RANK", "0")) == 0:
@@ -259,7 +256,8 @@ def summary_lines(boards: list[dict], width: int = SUMMARY_WIDTH) -> list[str]:
     """The demo's summary: one line per method x task x dataset (:func:`eventatlas.results.leaderboard.headlines`):
     method, task, dataset, headline metric, its value (mean over seeds, x100 for a fraction) for the method's
     best configuration and how many it has there; each line at most ``width`` characters."""
-    from eventatlas.results.leaderboard import headlines, scale
+    from eventatlas.evaluation.metric_specs import scale
+    from eventatlas.results.leaderboard import headlines
 
     heads = headlines(boards)
     if not heads:
@@ -310,7 +308,7 @@ def demo(
     with mock.patch.dict(os.environ, env):  # the demo's root for this command only
         from eventatlas.results.leaderboard import tables
         from eventatlas.results.report import write_report
-        from eventatlas.results.warehouse import Warehouse
+        from eventatlas.store.warehouse import Warehouse
 
         for exp in demo_experiments():
             opts, _ = checked_options(exp, json.dumps(p) if p else None)

@@ -1,8 +1,10 @@
-"""The dataset registry, ``datasets/registry.yaml``: one entry per dataset (key = reader name).
+"""The dataset registry, ``datasets/registry.yaml``: the one declaration of each dataset (key = the name
+``ingest`` takes). The reader table :data:`eventatlas.readers.REGISTRY` and the ``ingest/<name>``
+deployments (:mod:`eventatlas.data.deploy`) are derived from it.
 
 Its own module so that :mod:`eventatlas.data.ingest` and :mod:`eventatlas.data.download` both read the
 registry without importing each other. Entry fields are documented at the top of the YAML file
-(reader, dataset, path, sample, language, ontology, labels, download).
+(reader, dataset, path, sample, language, ontology, labels, protocol, download, deployment).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import yaml
 
 from .. import config
 
-REGISTRY_YAML = config.REPO_ROOT / "datasets" / "registry.yaml"
+REGISTRY_YAML = config.resource_dir("datasets") / "registry.yaml"
 
 __all__ = ["REGISTRY_YAML", "load_registry", "dataset_entry"]
 

@@ -32,12 +32,13 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import BaseModel, Field
 
 COLUMNS = ("mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger", "split", "labels", "extra")
 
@@ -315,3 +316,34 @@ def select_labelled(
             f"{where}: only {len(eval_index)} unseen mentions / {n_types_eval} unseen types after selection "
             f"(k_seen={len(seen)}, splits={list(splits) if splits else None}, lu_pos={lu_pos}); nothing to cluster")
     return LabelledMentions(table, labels, list(seen), unseen, eval_index, record)
+
+
+class SelectionConfig(BaseModel):
+    """The mention selection of the induction methods (``untuned``, ``batch_attention``): one set of fields with
+    one meaning (the module docstring), mixed into each method's config and handed to :func:`select_labelled` by
+    :meth:`select`, so the two cannot drift apart."""
+
+    k_seen: Optional[int] = Field(None, ge=0, description="most frequent types held out as seen (default: the "
+                                  "method's; 0: none, e.g. frames as clusters)")
+    seen_types: Optional[list[str]] = None
+    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types
+    n_unseen: Optional[int] = Field(None, ge=2)
+    unseen_min_mentions: int = Field(1, ge=1)
+    unseen_seed: int = 0
+    # a sentence-disjoint hold-out: part "train" never sees the held-out sentences, part "heldout" is only them
+    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
+    heldout_seed: int = 0
+    part: Literal["train", "heldout"] = "train"
+    lu_pos: Optional[str] = None
+    max_mentions: Optional[int] = Field(20_000, ge=2, description="cap on the unseen mentions scored (a seeded "
+                                        "subsample above it)")
+
+    def select(self, source: str | Path | pa.Table, *, seed: int, k_seen_default: int | None,
+               **extra: Any) -> LabelledMentions:
+        """:func:`select_labelled` with these fields; ``k_seen_default`` stands for an unset ``k_seen`` (the
+        method's default); ``extra``: the method's own arguments (``splits``, ``max_train``)."""
+        return select_labelled(source, k_seen=k_seen_default if self.k_seen is None else self.k_seen,
+                               seen_types=self.seen_types, lu_pos=self.lu_pos, max_eval=self.max_mentions, seed=seed,
+                               n_unseen=self.n_unseen, unseen_min_mentions=self.unseen_min_mentions,
+                               unseen_seed=self.unseen_seed, heldout_sentences=self.heldout_sentences,
+                               heldout_seed=self.heldout_seed, part=self.part, **extra)

@@ -54,7 +54,7 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
     asked) and score every model at every k; fills ``result`` (metric rows, artifacts, params)."""
     from .episodes import candidate_pool, sample_episode
     from .models import SiameseParams, siamese_rank_scores
-    from ..evaluation.base import metric_rows
+    from ..evaluation.base import RowKey, metric_rows
     from ..evaluation.retrieval import evaluate_retrieval, evaluate_scores
 
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
@@ -91,7 +91,7 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
         queries_t.append(queries.append_column("repetition", pa.array([r] * queries.num_rows, pa.int32())))
         for k in sorted(ep.queries):
             relevant = ep.relevant(k)
-            common = dict(ks=RANK_KS, dataset=man.dataset, method=NAME, seed=seed)
+            common = dict(ks=RANK_KS, key=RowKey(dataset=man.dataset, method=NAME, seed=seed))
             for model, rep, Xm in _evaluations(cfg, rankers, X):
                 shots = [Xm[q.shots] for q in ep.queries[k]]
                 corpus = Xm[ep.corpus]
@@ -122,17 +122,16 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
     m = episodes[0]["m"]
     k_max = max(row["k"] for row in per_rep)
     for model, rep in dict.fromkeys((row["model"], row["representation"]) for row in per_rep):
+        key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="test", representation=rep, variant=model)
         for k in sorted({row["k"] for row in per_rep}):
             reps = [row for row in per_rep if row["model"] == model and row["representation"] == rep and row["k"] == k]
             names = [n for n in reps[0] if n == "map" or n == "r_precision" or n.startswith(("p@", "recall@"))]
             mean = {n: float(np.mean([row[n] for row in reps])) for n in names}
             mean["map_std"] = float(np.std([row["map"] for row in reps], ddof=1)) if len(reps) > 1 else 0.0
-            result.metrics += metric_rows(mean, task="retrieval", dataset=man.dataset, method=NAME, seed=seed,
-                                          split="test", setting=f"k={k} m={m}", representation=rep, variant=model)
+            result.metrics += metric_rows(mean, task="retrieval", key=key.replace(setting=f"k={k} m={m}"))
         for t, v in _per_type_map(per_type, model, rep, k_max).items():
-            result.metrics += metric_rows({"map": v}, task="retrieval", dataset=man.dataset, method=NAME, seed=seed,
-                                          split="test", setting=f"k={k_max} m={m} type={t}", representation=rep,
-                                          variant=model)
+            result.metrics += metric_rows({"map": v}, task="retrieval",
+                                          key=key.replace(setting=f"k={k_max} m={m} type={t}"))
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     result.params.update({"episodes": episodes, "embedding": emb, "timings_s": timings, "rankers": sorted(rankers),
                      "siamese_used": sp.as_dict(), "tuning": tuning, "meta": meta_info,
@@ -277,6 +276,7 @@ class _MetaDevMap:
 
     def __call__(self, trainer) -> dict[str, float]:
         from .meta import MetaModel
+        from ..evaluation.base import RowKey
         from ..evaluation.retrieval import evaluate_retrieval
 
         net = trainer.unwrapped
@@ -288,8 +288,8 @@ class _MetaDevMap:
         for s in self.shots:
             shots.append(Z[n:n + len(s)])
             n += len(s)
-        v = _scores_of(evaluate_retrieval(shots, Z[:len(self.corpus)], self.relevant, ks=RANK_KS, dataset="dev",
-                                          method=NAME, seed=0))["map"]
+        v = _scores_of(evaluate_retrieval(shots, Z[:len(self.corpus)], self.relevant, ks=RANK_KS,
+                                          key=RowKey(dataset="dev", method=NAME, seed=0)))["map"]
         self.history.append(v)
         return {"dev_map": v}
 
@@ -308,10 +308,11 @@ def _meta_dev_selection(pool: pa.Table, X: np.ndarray, cfg: Any, excluded: set[s
     ep = sample_episode(sub, min_mentions=cfg.min_mentions, n_corpus=cfg.n_corpus, n_query=cfg.n_query, n_dev=0,
                         n_none=cfg.n_none, queries_per_type=2, ks=[k], allowed_types=dev_types, seed=seed * 1000 + 999)
     fn = _MetaDevMap([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k))
+    from ..evaluation.base import RowKey
     from ..evaluation.retrieval import evaluate_retrieval
 
     adhoc = _scores_of(evaluate_retrieval([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k),
-                                          ks=RANK_KS, dataset="dev", method=NAME, seed=0))["map"]
+                                          ks=RANK_KS, key=RowKey(dataset="dev", method=NAME, seed=0)))["map"]
     cbs = (EvalCallback(fn), EarlyStopping("dev_map", "max", patience=cfg.meta.patience, restore_best=True))
     return cbs, {"types": ep.types, "k": k, "queries": len(ep.queries[k]), "corpus_size": len(ep.corpus),
                  "adhoc_dev_map": adhoc}, fn
@@ -325,6 +326,7 @@ def tune_siamese(ep: Any, X: np.ndarray, base: Any, grid: Any, *, seed: int, dev
     the chosen parameters."""
     from .episodes import dev_episode
     from .models import SiameseParams, siamese_rank_scores
+    from ..evaluation.base import RowKey
     from ..evaluation.retrieval import evaluate_retrieval, evaluate_scores
 
     dev = dev_episode(ep, n_query=len(next(iter(ep.query_pool.values()))), n_none=grid.n_none,
@@ -333,7 +335,7 @@ def tune_siamese(ep: Any, X: np.ndarray, base: Any, grid: Any, *, seed: int, dev
     shots = [X[q.shots] for q in queries]
     corpus = X[dev.corpus]
     relevant = dev.relevant(grid.k)
-    common = dict(ks=RANK_KS, dataset="dev", method=NAME, seed=seed)
+    common = dict(ks=RANK_KS, key=RowKey(dataset="dev", method=NAME, seed=seed))
     adhoc = _scores_of(evaluate_retrieval(shots, corpus, relevant, **common))["map"]
     rows = []
     n_ep = max(grid.epochs)

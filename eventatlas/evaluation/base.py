@@ -20,33 +20,62 @@ Columns (the warehouse ``metrics`` table has the same ones, plus ``run_id``):
 """
 from __future__ import annotations
 
-import re
+import dataclasses
+import logging
 from typing import Any, Iterable, Mapping
+
+from .metric_specs import METRIC_SPECS, default_metrics, spec_for
+
+log = logging.getLogger(__name__)
 
 METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
                "metric", "value", "seed")
 TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training", "atlas")
-# the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars)
-DEFAULT_METRICS = {"induction": ("ari", "bcubed_f", "nmi"), "naming": ("naming_hits@1", "naming_mrr"),
-                   "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code"),
-                   "atlas": ("hits@1", "mrr"),
-                   # per dataset the first one it has: each similarity set has its own accuracy
-                   "similarity": ("hard_sim_acc", "hard_sim_ext_acc", "transitive_spearman", "mcnc_acc"),
-                   "retrieval": ("map", "r_precision", "recall_all"), "grounding": ("recall_at_min", "strict_acc")}
-# Counts, ranks and epochs are shown as they are; every other metric is a fraction shown x100.
-NOT_FRACTION = re.compile(r"(mean_rank|n_clusters|unmapped_clusters|n_queries|n_queries_renamed|n_frames|"
-                          r"discovery_events|seconds|seconds_per_epoch)$|^stop_epoch_")
+# the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars); for
+# similarity, per dataset the first one it has: each similarity set has its own accuracy
+DEFAULT_METRICS = default_metrics()
+
+_stray = sorted({t for s in METRIC_SPECS for t in s.tasks} - set(TASKS))
+if _stray:
+    raise ValueError(f"metric specs name unknown tasks {_stray}; known: {TASKS}")
+_undeclared: set[str] = set()
 
 
-def metric_rows(scores: Mapping[str, Any], *, task: str, dataset: str, method: str, seed: int,
-                split: str | None = None, setting: str | None = None, representation: str | None = None,
-                clustering: str | None = None, variant: str | None = None,
+@dataclasses.dataclass(frozen=True)
+class RowKey:
+    """The identity of a metric row: every column of ``METRIC_KEYS`` except ``task``, ``metric`` and ``value``
+    (their meanings are in this module's docstring). Evaluators take one instead of the keywords, so a new
+    method family passes its identity once; an evaluator that fills a column itself (``clustering`` per
+    partition, ``representation`` per pooling, ...) does so with :meth:`replace`."""
+
+    dataset: str
+    method: str
+    seed: int
+    split: str | None = None
+    setting: str | None = None
+    representation: str | None = None
+    clustering: str | None = None
+    variant: str | None = None
+
+    def replace(self, **changes: Any) -> RowKey:
+        """A copy with ``changes`` (field name -> value)."""
+        return dataclasses.replace(self, **changes)
+
+
+def metric_rows(scores: Mapping[str, Any], *, task: str, key: RowKey,
                 only: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """One row per ``scores`` entry (``only`` keeps a subset of metric names)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    if not isinstance(key, RowKey):  # a dict of the old keywords would fail later with a bare AttributeError
+        raise TypeError(f"key must be a RowKey, got {type(key).__name__}")
     keep = set(only) if only is not None else None
-    return [{"task": task, "dataset": dataset, "split": split, "setting": setting, "method": method,
-             "representation": representation, "clustering": clustering, "variant": variant,
-             "metric": name, "value": float(value), "seed": int(seed)}
+    for name in scores:
+        if spec_for(name) is None and name not in _undeclared and (keep is None or name in keep):
+            _undeclared.add(name)  # once per name: shown as a fraction, higher is better
+            log.warning("metric %r has no spec in eventatlas.evaluation.metric_specs: shown x100, higher is better",
+                        name)
+    return [{"task": task, "dataset": key.dataset, "split": key.split, "setting": key.setting, "method": key.method,
+             "representation": key.representation, "clustering": key.clustering, "variant": key.variant,
+             "metric": name, "value": float(value), "seed": int(key.seed)}
             for name, value in scores.items() if keep is None or name in keep]

@@ -25,7 +25,7 @@ from ..cluster import ALGORITHMS, cluster
 from ..cluster.dense import DenseSizeError
 from ..cluster.guards import DenseBudgetError
 from .metrics import clustering_scores
-from .base import metric_rows
+from .base import RowKey, metric_rows
 
 log = logging.getLogger(__name__)
 
@@ -41,29 +41,24 @@ def evaluate_partitions(
     partitions: Mapping[Key, Sequence[Hashable]],
     y_true: Sequence[Hashable],
     *,
-    dataset: str,
-    method: str,
-    seed: int,
-    split: str | None = None,
-    setting: str | None = None,
-    representation: str | None = None,
+    key: RowKey,
     only: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows (task ``induction``, ``clustering`` = algorithm, ``variant`` = the key's variant) of
-    :func:`~eventatlas.evaluation.metrics.clustering_scores` for every partition; ``only`` keeps those metrics."""
+    """Rows (task ``induction``, ``key`` with ``clustering`` = the algorithm and ``variant`` = the partition
+    key's variant) of :func:`~eventatlas.evaluation.metrics.clustering_scores` for every partition; ``only``
+    keeps those metrics."""
     y = list(y_true)
     only = list(only) if only is not None else None
     rows: list[dict[str, Any]] = []
-    for key, labels in partitions.items():
-        if not (isinstance(key, tuple) and len(key) == 2):
-            raise ValueError(f"partition keys are (variant, algorithm) pairs, got {key!r}")
-        variant, algorithm = key
+    for part, labels in partitions.items():
+        if not (isinstance(part, tuple) and len(part) == 2):
+            raise ValueError(f"partition keys are (variant, algorithm) pairs, got {part!r}")
+        variant, algorithm = part
         labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
         if len(labels) != len(y):
-            raise ValueError(f"partition {key!r} labels {len(labels)} items but y_true has {len(y)}")
-        rows += metric_rows(clustering_scores(y, labels), task="induction", dataset=dataset, method=method, seed=seed,
-                            split=split, setting=setting, representation=representation, clustering=algorithm,
-                            variant=variant, only=only)
+            raise ValueError(f"partition {part!r} labels {len(labels)} items but y_true has {len(y)}")
+        rows += metric_rows(clustering_scores(y, labels), task="induction",
+                            key=key.replace(clustering=algorithm, variant=variant), only=only)
     return rows
 
 
@@ -144,17 +139,12 @@ def cluster_and_score(
     algorithms: Sequence[str] = ALGORITHMS,
     metric: str = "cosine",
     k_manifold: int | None = None,
-    seed: int = 0,
-    dataset: str,
-    method: str,
-    split: str | None = None,
-    setting: str | None = None,
-    representation: str | None = None,
+    key: RowKey,
     only: Iterable[str] | None = None,
     skip: tuple[type[BaseException], ...] = SKIP_ERRORS,
 ) -> ClusterEvaluation:
-    """Cluster ``inputs`` (see :func:`cluster_partitions`) into ``n_clusters`` (default: the
-    number of gold types) and score every partition (:func:`evaluate_partitions`)."""
+    """Cluster ``inputs`` (see :func:`cluster_partitions`; seeded with ``key.seed``) into ``n_clusters``
+    (default: the number of gold types) and score every partition (:func:`evaluate_partitions`)."""
     y = list(y_true)
     for variant, x in _inputs(inputs).items():
         if int(np.shape(x)[0]) != len(y):
@@ -162,7 +152,6 @@ def cluster_and_score(
     k = int(n_clusters) if n_clusters is not None else len(set(y))
     res = ClusterEvaluation()
     res.partitions = cluster_partitions(inputs, k, algorithms=algorithms, metric=metric, k_manifold=k_manifold,
-                                        seed=seed, skip=skip, skipped=res.skipped, seconds=res.seconds)
-    res.rows = evaluate_partitions(res.partitions, y, dataset=dataset, method=method, seed=seed, split=split,
-                                   setting=setting, representation=representation, only=only)
+                                        seed=key.seed, skip=skip, skipped=res.skipped, seconds=res.seconds)
+    res.rows = evaluate_partitions(res.partitions, y, key=key, only=only)
     return res

@@ -19,7 +19,7 @@ import numpy as np
 
 from .metrics import clustering_scores
 from ._vectors import unit_rows
-from .base import metric_rows
+from .base import RowKey, metric_rows
 
 FRAME_METRICS = ("bcubed_p", "bcubed_r", "bcubed_f", "purity", "inverse_purity", "purity_f")
 SPACES = ("all", "same", "diff")
@@ -104,13 +104,14 @@ def _same_verb_hits(Xu: np.ndarray, f: np.ndarray, v: np.ndarray, q: np.ndarray,
     return hits
 
 
-def frame_rows(scores: dict[str, float], **ctx: Any) -> list[dict[str, Any]]:
-    """Metric rows (task ``induction`` for cluster scores, ``retrieval`` for ranking recall)."""
+def frame_rows(scores: dict[str, float], *, key: RowKey) -> list[dict[str, Any]]:
+    """Metric rows (task ``induction`` for cluster scores, ``retrieval`` for ranking recall, whose rows drop
+    ``key.clustering``: the ranking uses no clustering)."""
     rec = {k: v for k, v in scores.items() if k.startswith("recall_")}
     clu = {k: v for k, v in scores.items() if not k.startswith("recall_")}
     rows = []
     if clu:
-        rows += metric_rows(clu, task="induction", **ctx)
+        rows += metric_rows(clu, task="induction", key=key)
     if rec:
-        rows += metric_rows(rec, task="retrieval", **{**ctx, "clustering": None})
+        rows += metric_rows(rec, task="retrieval", key=key.replace(clustering=None))
     return rows

@@ -26,7 +26,7 @@ from typing import Any, Collection, Hashable, Sequence
 import numpy as np
 
 from . import metrics as M
-from .base import metric_rows
+from .base import RowKey, metric_rows
 
 DEFAULT_KS = (1, 5, 10)
 
@@ -107,15 +107,8 @@ def evaluate_grounding(
     predicted: Sequence[Collection[Hashable]] | None = None,
     threshold: float | None = None,
     ks: Sequence[int] = DEFAULT_KS,
-    dataset: str,
-    method: str,
-    seed: int,
-    split: str | None = None,
-    setting: str | None = None,
-    representation: str | None = None,
-    variant: str | None = None,
+    key: RowKey,
 ) -> list[dict[str, Any]]:
-    """:func:`grounding_scores` as metric rows (task ``grounding``)."""
+    """:func:`grounding_scores` as metric rows (task ``grounding``, identity ``key``)."""
     values = grounding_scores(ranked, gold, scores=scores, predicted=predicted, threshold=threshold, ks=ks)
-    return metric_rows(values, task="grounding", dataset=dataset, method=method, seed=seed, split=split,
-                       setting=setting, representation=representation, variant=variant)
+    return metric_rows(values, task="grounding", key=key)

@@ -36,7 +36,7 @@ from scipy import sparse
 
 from . import metrics as M
 from ._vectors import unit_rows
-from .base import metric_rows
+from .base import RowKey, metric_rows
 
 log = logging.getLogger(__name__)
 
@@ -147,20 +147,15 @@ def evaluate_event_pairs(
     *,
     template: str = DEFAULT_TEMPLATE,
     lower: bool = False,
-    dataset: str,
-    method: str,
-    seed: int,
-    split: str | None = None,
-    representation: str | None = None,
-    variant: str | None = None,
+    key: RowKey,
     hard_metric: str | None = None,
 ) -> list[dict[str, Any]]:
     """Score an embedding function on every similarity benchmark present in ``pairs``.
 
     ``embed(texts)`` gets the distinct event texts (built by :func:`event_text` with
     ``template``/``lower``) in one call and returns one vector per text. ``hard_metric`` names
-    the hard-similarity accuracy (default :func:`hard_metric_name` of ``dataset``). Rows:
-    task ``similarity``, setting = ``template`` (plus `` (lower-cased)`` when ``lower``).
+    the hard-similarity accuracy (default :func:`hard_metric_name` of ``key.dataset``). Rows:
+    task ``similarity``, ``key`` with setting = ``template`` (plus `` (lower-cased)`` when ``lower``).
     """
     _require_columns(pairs, ("item_id", "task", "block_id", "event_a", "event_b", "score", "extra"))
     if pairs.num_rows == 0:
@@ -221,7 +216,7 @@ def evaluate_event_pairs(
     if "hard_similarity" in parts:
         p = parts["hard_similarity"]
         positive = _binary_scores(p["scores"], p["items"], "hard_similarity")
-        name = hard_metric or hard_metric_name(dataset)
+        name = hard_metric or hard_metric_name(key.dataset)
         scores[name] = _hard_accuracy(cos(p["a"], p["b"]), positive, p["inv"], p["n_blocks"], p["block_ids"])
     if "transitive_similarity" in parts:
         p = parts["transitive_similarity"]
@@ -229,7 +224,8 @@ def evaluate_event_pairs(
         if np.ptp(c) == 0:
             # an encoder that maps every pair to the same cosine (e.g. all words unknown to it) has no
             # ranking: Spearman is undefined; say so instead of failing the whole evaluation
-            log.warning("%s: every transitive pair has cosine %.6f: transitive_spearman left out", dataset, c[0])
+            log.warning("%s: every transitive pair has cosine %.6f: transitive_spearman left out", key.dataset,
+                        c[0])
         else:
             scores["transitive_spearman"] = M.spearman(c, p["scores"])
     if "mcnc" in parts:
@@ -254,8 +250,7 @@ def evaluate_event_pairs(
         scores["mcnc_random"] = float(np.mean(1.0 / n_cand))
 
     setting = f"{template} (lower-cased)" if lower else template
-    return metric_rows(scores, task="similarity", dataset=dataset, method=method, seed=seed, split=split,
-                       setting=setting, representation=representation, variant=variant)
+    return metric_rows(scores, task="similarity", key=key.replace(setting=setting))
 
 
 def benchmark_pairs(pairs: pa.Table) -> pa.Table:
@@ -276,23 +271,20 @@ def evaluate_encoder_pairs(
     poolings: Sequence[str] = ("mean",),
     template: str = DEFAULT_TEMPLATE,
     lower: bool = True,
-    dataset: str,
-    method: str,
-    seed: int,
-    variant: str | None = None,
+    key: RowKey,
     hard_metric: str | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`evaluate_event_pairs` for every pooling of one encoder (anything with
     ``encode_sentences(texts, pooling=...)``, e.g. :class:`eventatlas.modeling.encode.Encoder` over an untuned
-    or a trained model). The ``representation`` column is ``sentence`` for mean pooling (the name the
-    mention representations use for it) and ``cls`` for the [CLS] vector. Used by ``untuned`` and by
+    or a trained model). ``key``'s ``representation`` is set per pooling: ``sentence`` for mean pooling (the
+    name the mention representations use for it) and ``cls`` for the [CLS] vector. Used by ``untuned`` and by
     every trained method that evaluates its encoder on the event-similarity benchmarks."""
     rows: list[dict[str, Any]] = []
     for pooling in poolings:
         if pooling not in POOLING_REPRESENTATION:
             raise ValueError(f"pooling must be one of {tuple(POOLING_REPRESENTATION)}, got {pooling!r}")
         rows += evaluate_event_pairs(pairs, lambda texts, p=pooling: encoder.encode_sentences(texts, pooling=p),
-                                     template=template, lower=lower, dataset=dataset, method=method, seed=seed,
-                                     representation=POOLING_REPRESENTATION[pooling], variant=variant,
+                                     template=template, lower=lower,
+                                     key=key.replace(representation=POOLING_REPRESENTATION[pooling]),
                                      hard_metric=hard_metric)
     return rows

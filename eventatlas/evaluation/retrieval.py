@@ -27,7 +27,7 @@ import numpy as np
 
 from . import metrics as M
 from ._vectors import unit_rows
-from .base import metric_rows
+from .base import RowKey, metric_rows
 
 DEFAULT_KS = (1, 5, 10)
 DEFAULT_MAX_BATCH_BYTES = 256 * 1024**2
@@ -207,26 +207,19 @@ def evaluate_retrieval(
     *,
     ks: Sequence[int] = DEFAULT_KS,
     exclude: Sequence[Collection[int]] | None = None,
-    dataset: str,
-    method: str,
-    seed: int,
-    split: str | None = None,
-    setting: str | None = None,
-    representation: str | None = None,
-    variant: str | None = None,
+    key: RowKey,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     per_query: list[dict[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
     """Rank ``corpus`` for each query (one vector or k-shot vectors, see :func:`query_vectors`)
-    with :func:`rank` and return the rows of :func:`retrieval_scores` (task ``retrieval``)."""
+    with :func:`rank` and return the rows of :func:`retrieval_scores` (task ``retrieval``, identity ``key``)."""
     n_corpus = int(np.shape(corpus)[0])
     n_q = len(queries)
     if len(relevant) != n_q:
         raise ValueError(f"{n_q} queries but {len(relevant)} relevance sets")
     scores = retrieval_scores(rank(queries, corpus, max_batch_bytes=max_batch_bytes), relevant, n_corpus,
                               ks=ks, exclude=exclude, per_query=per_query)
-    return metric_rows(scores, task="retrieval", dataset=dataset, method=method, seed=seed, split=split,
-                       setting=setting, representation=representation, variant=variant)
+    return metric_rows(scores, task="retrieval", key=key)
 
 
 def _score_source(scores: np.ndarray | Callable[[np.ndarray], np.ndarray], n_queries: int,
@@ -267,13 +260,7 @@ def evaluate_scores(
     n_corpus: int | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     exclude: Sequence[Collection[int]] | None = None,
-    dataset: str,
-    method: str,
-    seed: int,
-    split: str | None = None,
-    setting: str | None = None,
-    representation: str | None = None,
-    variant: str | None = None,
+    key: RowKey,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     per_query: list[dict[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
@@ -285,5 +272,4 @@ def evaluate_scores(
     get, n = _score_source(scores, n_q, n_corpus)
     out = retrieval_scores(_rank_scores(get, n_q, n, max_batch_bytes), relevant, n, ks=ks, exclude=exclude,
                            per_query=per_query)
-    return metric_rows(out, task="retrieval", dataset=dataset, method=method, seed=seed, split=split,
-                       setting=setting, representation=representation, variant=variant)
+    return metric_rows(out, task="retrieval", key=key)

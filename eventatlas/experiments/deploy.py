@@ -1,25 +1,23 @@
-"""The Prefect deployments of the declared experiments, generated from ``experiments/`` (one
-``experiment/<name>`` per YAML), in prefect.yaml's form: the same pull step and work pool, an inactive
-weekly schedule. ``write_prefect_file`` writes them as a prefect file for ``prefect deploy --all
---prefect-file``, so nothing is copied by hand into prefect.yaml."""
+"""The generated Prefect deployments: ``experiment/<name>``, one per declared experiment (``experiments/``),
+and ``ingest/<name>``, one per registry entry with a deployment (:mod:`eventatlas.data.deploy`), in
+prefect.yaml's form: the same pull step and work pool, inactive schedules. ``write_prefect_file`` writes both
+into one prefect file for ``prefect deploy --all --prefect-file``, so nothing is copied by hand into
+prefect.yaml."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .. import config
+from ..data import deploy as data_deploy
 from .spec import load_all
 
 ENTRYPOINT = "flows/experiment.py:experiment"
 
 
-def deployments(directory: str | Path | None = None) -> list[dict[str, Any]]:
+def deployments(directory: str | Path | None = None, base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One deployment entry per experiment YAML (prefect.yaml's work pool; schedule inactive)."""
-    base = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text(encoding="utf-8"))
-    pool = base["definitions"]["work_pool"]
+    pool = (base or data_deploy.prefect_base())["definitions"]["work_pool"]
     out = []
     for i, exp in enumerate(load_all(directory)):
         methods = ", ".join(exp.methods)
@@ -33,16 +31,16 @@ def deployments(directory: str | Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def prefect_file(directory: str | Path | None = None) -> dict[str, Any]:
-    """A prefect file holding only the experiments' deployments (prefect.yaml's name, version and pull)."""
-    base = yaml.safe_load((config.REPO_ROOT / "prefect.yaml").read_text(encoding="utf-8"))
-    return {"name": base["name"], "prefect-version": base["prefect-version"], "build": None, "push": None,
-            "pull": base["pull"], "deployments": deployments(directory)}
+def prefect_file(directory: str | Path | None = None,
+                 registry: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A prefect file holding every generated deployment: the experiments' then the registry's ingests
+    (prefect.yaml's name, version and pull)."""
+    base = data_deploy.prefect_base()
+    return data_deploy.prefect_file(deployments(directory, base) + data_deploy.ingest_deployments(registry, base),
+                                    base)
 
 
 def write_prefect_file(path: str | os.PathLike, directory: str | Path | None = None) -> Path:
-    from ..io import atomic_write_text
-
-    atomic_write_text(path, "# generated from experiments/ by `python -m flows.experiment --prefect-file`; "
-                            "do not edit\n" + yaml.safe_dump(prefect_file(directory), sort_keys=False, width=120))
-    return Path(path)
+    return data_deploy.write_prefect_file(
+        path, prefect_file(directory),
+        "experiments/ and datasets/registry.yaml by `python -m flows.experiment --prefect-file`")

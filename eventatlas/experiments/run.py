@@ -1,7 +1,7 @@
 """Running a declared experiment: its datasets, then its training cells, then its evaluate cells, each cell x
-seed once. No Prefect here: the caller passes ``execute(jobs) -> record paths`` (the Prefect flow hands
-the jobs to the train-all machinery and its runners; the CLI's Prefect-free path runs them here), and
-the publish path records everything.
+seed once. No Prefect here: the caller passes ``execute(jobs) -> record paths`` (one per job, None for a
+job that was lost; :mod:`eventatlas.pipelines.experiment` passes its engine's grid, in this process, on
+Dask or as Prefect task runs), and the publish path records everything.
 
 A cell x seed whose run already finished with the same method, config, data fingerprint and code version
 (in the warehouse, or as a finished run record on disk) is reused, not run again (``rerun`` forces); a
@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .. import config
-from .spec import Experiment, ExperimentError, _merge, check_plan, check_seeds, model_refs, why_bad_ref
+from ..tracking.runinfo import check_seeds
+from .spec import Experiment, ExperimentError, _merge, check_plan, model_refs, why_bad_ref
 
-Execute = Callable[[list[dict[str, Any]]], list[str]]
+Execute = Callable[[list[dict[str, Any]]], list["str | None"]]
 Publish = Callable[[list[str]], Any]
 
 
@@ -112,8 +112,8 @@ def ingest_missing(exp: Experiment, say: Callable[[str], None]) -> list[str]:
     """Ingest each dataset that is not there from its input; returns the ingest run records. A dataset that
     another run is ingesting is waited for, not ingested twice."""
     from ..data.ingest import ingest_dataset
-    from ..results.records import ingest_record
-    from ..results.runinfo import utcnow
+    from ..tracking.records import ingest_record
+    from ..tracking.runinfo import utcnow
 
     recs = []
     for alias, ddir in check_datasets(exp).items():
@@ -153,9 +153,9 @@ class CellRun:
 def finished_run(prefix: str) -> tuple[str, str | None, bool] | None:
     """The newest completed run of ``prefix`` made by this code version: (run_id, record path or None,
     whether the warehouse has it), from the warehouse first, else a finished run record on disk."""
-    from ..results.records import RecordError, read_record
-    from ..results.runinfo import code_version
-    from ..results.warehouse import Warehouse, WarehouseError
+    from ..store.warehouse import Warehouse, WarehouseError
+    from ..tracking.records import RecordError, read_record
+    from ..tracking.runinfo import code_version
 
     version = code_version()
     wh = Warehouse()
@@ -202,10 +202,10 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
                    device: str = "auto", rerun: bool = False, params: dict[str, dict[str, Any]] | None = None,
                    say: Callable[[str], None] = print, flow: str = "experiment") -> Outcome:
     """Run (or reuse) every cell x seed of ``exp``; publish the runs and the experiment's record
-    (:func:`eventatlas.results.publishing.publish_experiment`). ``params``: method -> params merged over the
+    (:func:`eventatlas.store.publishing.publish_experiment`). ``params``: method -> params merged over the
     experiment's (e.g. another encoder). Cells that fail are recorded; see ``Outcome.failed``."""
-    from ..results.publishing import publish_experiment
     from ..run.runner import evaluation_prefix, training_prefix
+    from ..store.publishing import publish_experiment
 
     seeds = check_run(exp, seeds, params)
     ddirs = check_datasets(exp)
@@ -229,7 +229,7 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
                     if phase == "train":
                         p = _merge(exp.cell_params(cell), (params or {}).get(cell.method, {}))
                         job = {"method": cell.method, "dataset": ddir.name, "seed": seed, "params": p,
-                               "dataset_dir": str(ddir), "device": device, "flow": flow}
+                               "dataset_dir": str(ddir), "device": device, "flow": flow, "reuse_unfinished": True}
                         prefix = training_prefix(cell.method, ddir, seed=seed, params=p, device=device)
                     else:
                         trained = by_key[(cell.evaluate, seed)]
@@ -240,7 +240,8 @@ def run_experiment(exp: Experiment, *, execute: Execute, publish: Publish, seeds
                             continue
                         ref = f"run:{trained.run_id}"
                         job = {"model": ref, "method": trained.job["method"], "dataset": ddir.name, "seed": seed,
-                               "params": cell.params, "dataset_dir": str(ddir), "device": device, "flow": flow}
+                               "params": cell.params, "dataset_dir": str(ddir), "device": device, "flow": flow,
+                               "reuse_unfinished": True}
                         prefix = evaluation_prefix(ref, ddir, seed=seed, params=cell.params)
                     cr = CellRun(cell.name, seed, job, prefix, lock=Lock("cells", prefix))
                     if not cr.lock.acquire(wait=False):
@@ -279,7 +280,7 @@ def _reuse(cr: CellRun, say: Callable[[str], None], publish: Publish) -> bool:
 
 def _execute(todo: list[CellRun], execute: Execute, phase: str, say: Callable[[str], None]) -> None:
     """Run ``todo``'s jobs and set each cell run's run id, record and status."""
-    from ..results.records import read_record
+    from ..tracking.records import read_record
 
     if not todo:
         return
@@ -288,6 +289,9 @@ def _execute(todo: list[CellRun], execute: Execute, phase: str, say: Callable[[s
     say(f"{phase}: running {len(todo)} cell(s): {listed}{more}")
     records = execute([c.job for c in todo])
     for cr, rec in zip(todo, records):
+        if rec is None:
+            cr.status = "lost (no run record)"
+            continue
         run = read_record(rec)["run"]
         cr.run_id, cr.record, cr.status = run["run_id"], rec, run["status"]
         if run.get("error"):
@@ -323,37 +327,6 @@ def _after_others(waiting: list[CellRun], execute: Execute, phase: str, rerun: b
         for lock in held.values():
             lock.release()
     return todo
-
-
-def run_jobs_here(jobs: list[dict[str, Any]], publish: Publish,
-                  say: Callable[[str], None] | None = None) -> list[str]:
-    """The Prefect-free executor: each job in this process (``run_method`` / ``evaluate_model``),
-    published as soon as it finishes (so a kill loses at most the running cell). ``say`` gets a line as
-    each job starts and ends: a cell can train for an hour, and a log piped to a file shows nothing else."""
-    from ..results.records import read_record
-    from ..run.runner import evaluate_model, run_method
-
-    records = []
-    for i, job in enumerate(jobs, 1):
-        job = dict(job)
-        ddir, flow = job.pop("dataset_dir"), job.pop("flow", "experiment")
-        what = (f"[{i}/{len(jobs)}] {'apply ' + job['model'] if 'model' in job else job['method']} on "
-                f"{job['dataset']} seed {job['seed']}")
-        if say:
-            say(f"{what}: started {time.strftime('%H:%M:%S')}")
-        t0 = time.monotonic()
-        if "model" in job:
-            rec = evaluate_model(job["model"], ddir, seed=job["seed"], params=job["params"], device=job["device"],
-                                 flow=flow, reuse_unfinished=True)
-        else:
-            rec = run_method(job["method"], ddir, seed=job["seed"], params=job["params"], device=job["device"],
-                             flow=flow, reuse_unfinished=True)
-        publish([str(rec)])
-        records.append(str(rec))
-        if say:
-            run = read_record(rec)["run"]
-            say(f"{what}: {run['status']} in {time.monotonic() - t0:.0f} s, run {run['run_id']}")
-    return records
 
 
 def describe(exp: Experiment) -> str:

@@ -20,45 +20,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .. import config
 from ..names import BadName, check_name, why_bad
+from ..tracking.runinfo import check_seeds
 
-EXPERIMENTS_DIR = config.REPO_ROOT / "experiments"
+EXPERIMENTS_DIR = config.resource_dir("experiments")
 # leaderboard columns a table cell may filter on (eventatlas.results.leaderboard.IDENTITY, metric) and the experiment's
 # own cell name
 FILTER_KEYS = ("task", "dataset", "split", "setting", "method", "trained_on", "representation", "clustering",
                "variant", "metric", "cell")
 
 
-# bounds on a declaration, so no file makes a plan that runs (or prints) without end
+# bounds on a declaration, so no file makes a plan that runs (or prints) without end (its seeds': check_seeds)
 MAX_BYTES = 256_000  # the largest declaration is under 10 kB
 MAX_DEPTH = 50  # YAML nesting (a declaration needs about 6)
 MAX_INT_DIGITS = 30  # an integer scalar
-# the warehouse's seed columns are INTEGER (int32), the narrowest of what records a seed (numpy's legacy seeding
-# takes < 2**32, torch and random more): a larger seed would run, then be refused at publish
-SEED_LIMIT = 2**31
-MAX_SEEDS = 100
 MAX_CELLS = 1000  # declared cells, or methods x datasets
 MAX_CELL_RUNS = 5000  # cells x seeds
 
 
 class ExperimentError(ValueError):
     """A bad or unknown experiment, in one line naming the file (and key)."""
-
-
-def check_seeds(seeds: Any, option: str = "seeds") -> list[int]:
-    """``seeds`` as a list of distinct integers ``0 <= seed <`` :data:`SEED_LIMIT`, at most :data:`MAX_SEEDS` of them;
-    else a ValueError naming ``option`` and the value (shortened: a 5000-digit seed is not echoed)."""
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError(f"{option}: no seed given")
-    if len(seeds) > MAX_SEEDS:
-        raise ValueError(f"{option}: {len(seeds)} seeds, at most {MAX_SEEDS}")
-    for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
-            text = str(s) if len(str(s)) <= 24 else str(s)[:20] + f"... ({len(str(s))} characters)"
-            raise ValueError(f"{option}: {text} is not a seed (an integer 0 <= seed < 2**31)")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{option}: a seed repeats ({', '.join(map(str, seeds))})")
-    return seeds
 
 
 class _Strict(BaseModel):

@@ -116,7 +116,7 @@ def _choose(grid: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
 def projection_png(panels: list[tuple[str, np.ndarray]], frames: np.ndarray, path: Path, *, top: int,
                    max_points: int, seed: int, title: str) -> Path:
     """Side-by-side 2-D t-SNE (cosine) of the same test instances, the ``top`` most frequent frames coloured."""
-    from ..results.plots import project_2d, pyplot, save_png
+    from ..tracking.plots import project_2d, pyplot, save_png
 
     names, counts = np.unique(frames, return_counts=True)
     keep_frames = [n for _, n in sorted(zip(-counts, names))][:top]
@@ -201,16 +201,16 @@ def cross_validate(ctx: Any, result: Any) -> None:
     from ..cluster.dense import max_dense_n
     from ..data.verbsplit import (assign, cap_per_lu, check_fold, dataset_table, fold_roles, frame_mentions,
                                   role_index, split_verbs, subsample)
-    from ..evaluation.base import metric_rows
+    from ..evaluation.base import RowKey, metric_rows
     from ..evaluation.frames import frame_rows
-    from .represent import embed, mix
-    from .training import DMLModel, DMLTask
     from ..io import write_parquet
     from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..results.runinfo import set_seeds
+    from ..tracking.runinfo import set_seeds
     from ..training import Trainer
     from ..training.callbacks import EarlyStopping, EvalCallback
+    from .represent import embed, mix
+    from .training import DMLModel, DMLTask
 
     cfg, man, seed, device, out_dir, resume = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, ctx.resume
     dataset_dir = ctx.dataset_dir
@@ -334,16 +334,16 @@ def cross_validate(ctx: Any, result: Any) -> None:
                                     "alpha_one_step": choice["one_step"]["w+m"]["alpha"],
                                     "alpha_two_step": choice["two_step"]["w+m"]["alpha"],
                                     "dev_margins": {str(m): sc for m, _, sc in candidates}, **train_info}
-            row_ctx = dict(dataset=man.dataset, method=ctx.method, seed=seed, setting=setting, variant=loss)
+            key = RowKey(dataset=man.dataset, method=ctx.method, seed=seed, setting=setting, variant=loss)
             for (rep, clu), s in scores.items():
                 s = {k: v for k, v in s.items() if k != "alpha"}
-                result.metrics += frame_rows(s, split="test", representation=rep, clustering=clu, **row_ctx)
+                result.metrics += frame_rows(s, key=key.replace(split="test", representation=rep, clustering=clu))
                 per_fold.setdefault((loss, rep, clu), []).append(s)
             for clu in ("one_step", "two_step"):
                 d = choice[clu]["w+m"]
                 result.metrics += metric_rows({"bcubed_f": d[f"{clu}_bcubed_f"], "purity_f": d[f"{clu}_purity_f"],
-                                               "n_clusters": d[f"{clu}_n_clusters"]}, task="induction", split="dev",
-                                              representation="w+m", clustering=clu, **row_ctx)
+                                               "n_clusters": d[f"{clu}_n_clusters"]}, task="induction",
+                                              key=key.replace(split="dev", representation="w+m", clustering=clu))
             facts = {"alpha_one_step": choice["one_step"]["w+m"]["alpha"],
                      "alpha_two_step": choice["two_step"]["w+m"]["alpha"]}
             if margin is not None:
@@ -353,7 +353,7 @@ def cross_validate(ctx: Any, result: Any) -> None:
             if "seconds_per_epoch" in train_info:
                 facts["seconds_per_epoch"] = train_info["seconds_per_epoch"]
                 facts["train_seconds"] = train_info["seconds"]
-            result.metrics += metric_rows(facts, task="training", split="train", **row_ctx)
+            result.metrics += metric_rows(facts, task="training", key=key.replace(split="train"))
             V_test = mix(emb_test["word"], emb_test["mask"], choice["one_step"]["w+m"]["alpha"])
             if loss == "vanilla":
                 vanilla_test = V_test
@@ -379,9 +379,9 @@ def cross_validate(ctx: Any, result: Any) -> None:
     if len(cfg.folds) > 1:
         for (loss, rep, clu), ss in per_fold.items():
             mean = {k: float(np.mean([s[k] for s in ss])) for k in ss[0]}
-            result.metrics += frame_rows(mean, dataset=man.dataset, method=ctx.method, seed=seed, split="test",
-                                         setting=f"mean of {len(ss)} folds{setting_extra}", representation=rep,
-                                         clustering=clu, variant=loss)
+            result.metrics += frame_rows(mean, key=RowKey(
+                dataset=man.dataset, method=ctx.method, seed=seed, split="test",
+                setting=f"mean of {len(ss)} folds{setting_extra}", representation=rep, clustering=clu, variant=loss))
     timings["total"] = round(time.perf_counter() - t0, 2)
     result.params = ctx.base_params(selection=fm.selection, dataset_table=table, token_cache_hit=hits, folds=folds_info,
                                     timings_s=timings)

@@ -23,18 +23,18 @@ def _encoder(cfg: Any):
     return enc
 
 
-def _eval_rows(gd, split, ranked, scores, cfg, ctx, variant) -> list[dict]:
+def _eval_rows(gd, split, ranked, scores, cfg, key, variant) -> list[dict]:
     from ..evaluation.grounding import evaluate_grounding
     from .discovery import discovery_scores
     from ..evaluation.base import metric_rows
 
     golds = gd.splits[split].golds
-    rows = evaluate_grounding([list(r) for r in ranked], golds, scores=[list(s) for s in scores], ks=cfg.ks,
-                              split=split, variant=variant, **ctx)
+    key = key.replace(split=split, variant=variant)
+    rows = evaluate_grounding([list(r) for r in ranked], golds, scores=[list(s) for s in scores], ks=cfg.ks, key=key)
     events = sorted(gd.events_of(split))
     try:
         disc = discovery_scores(ranked, gd.parent, events, k_retrieve=cfg.discovery_k, ks=cfg.ks)
-        rows += metric_rows(disc, task="grounding", split=split, variant=variant, **ctx)
+        rows += metric_rows(disc, task="grounding", key=key)
     except ValueError:
         pass
     return rows
@@ -46,11 +46,12 @@ def ground_variants(ctx: Any, result: Any) -> None:
     the cross-encoder over its top-k with a dev-tuned threshold; fills ``result``."""
     import torch
 
+    from ..evaluation.base import RowKey
     from ..evaluation.grounding import grounding_scores
+    from ..tracking.runinfo import set_seeds
+    from ..training import Trainer
     from . import biencoder as B
     from .data import load, setting
-    from ..results.runinfo import set_seeds
-    from ..training import Trainer
 
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
         ctx.dataset_dir
@@ -61,7 +62,7 @@ def ground_variants(ctx: Any, result: Any) -> None:
     evals = [s for s in cfg.eval_splits if len(gd.splits[s])]
     if not evals:
         raise NotApplicable(f"{dataset_dir}: no mention in {cfg.eval_splits}")
-    rows_ctx = {"dataset": man.dataset, "method": ctx.method, "seed": seed, "setting": setting(gd), "representation": "marked"}
+    row_key = RowKey(dataset=man.dataset, method=ctx.method, seed=seed, setting=setting(gd), representation="marked")
     result.params = ctx.base_params(selection=gd.record, variants={})
     train_events = gd.events_of("train")
     dev_scores: dict[str, dict[str, float]] = {}
@@ -113,7 +114,7 @@ def ground_variants(ctx: Any, result: Any) -> None:
         for split in evals:
             mv = _vectors(enc, m_items[split], cfg, device, pool=cfg.mention_pool)
             ranked, scores = B.retrieve(mv, cv, k)
-            rows = _eval_rows(gd, split, ranked, scores, cfg, rows_ctx, label)
+            rows = _eval_rows(gd, split, ranked, scores, cfg, row_key, label)
             result.metrics += rows
             if split == "dev" and variant != "untuned":
                 dev_scores[label] = grounding_scores([list(r) for r in ranked], gd.splits["dev"].golds,
@@ -131,7 +132,7 @@ def ground_variants(ctx: Any, result: Any) -> None:
                                                  labels[cfg.variants[0]])
     result.params["best_on_dev"], result.params["best_on_dev_by"] = chosen, by
     if cfg.cross_encoder and chosen in {labels[v] for v in cfg.variants if v in TRAINED}:
-        _cross(cfg, gd, out_dir, chosen, seed, device, rows_ctx, evals, result)
+        _cross(cfg, gd, out_dir, chosen, seed, device, row_key, evals, result)
     atomic_write_json(out_dir / "grounding.json", {**result.params, "type_ids_sha": _sha(gd.type_ids)})
     result.add_artifact("grounding/params", out_dir / "grounding.json")
     if cfg.save_model:
@@ -200,14 +201,14 @@ def _sha(xs) -> str:
     return hashlib.sha256("\n".join(xs).encode()).hexdigest()[:16]
 
 
-def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
+def _cross(cfg, gd, out_dir, chosen, seed, device, key, evals, result) -> None:
     """Cross-encoder over the chosen bi-encoder's top-k (see the module docstring)."""
     from ..evaluation.grounding import evaluate_grounding
+    from ..modeling.mention_encoder import MentionEncoder
+    from ..tracking.runinfo import set_seeds
+    from ..training import Trainer
     from . import biencoder as B
     from . import crossencoder as X
-    from ..modeling.mention_encoder import MentionEncoder
-    from ..results.runinfo import set_seeds
-    from ..training import Trainer
 
     set_seeds(seed)
     bi = MentionEncoder(out_dir / chosen / "model", max_length=cfg.max_length)
@@ -264,8 +265,8 @@ def _cross(cfg, gd, out_dir, chosen, seed, device, ctx, evals, result) -> None:
         ranked = np.take_along_axis(lists, order, 1)
         ss = np.take_along_axis(sc, order, 1)
         result.metrics += evaluate_grounding([list(r) for r in ranked], gd.splits[s].golds, scores=[list(x) for x in ss],
-                                             threshold=tau, ks=[x for x in cfg.ks if x <= k], split=s, variant=f"cross:{chosen}",
-                                             **ctx)
+                                             threshold=tau, ks=[x for x in cfg.ks if x <= k],
+                                             key=key.replace(split=s, variant=f"cross:{chosen}"))
     if cfg.keep_models:
         enc.save(out_dir / "cross" / "model")
         import torch

@@ -24,10 +24,13 @@ import math
 import logging
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from ..evaluation.base import RowKey
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +107,13 @@ def cluster_all(dists: dict[str, np.ndarray], n_clusters: int, *, algorithms: Se
                               seed=seed)
 
 
-def _rows(scores: dict[str, float], *, task: str, ctx: dict[str, Any], clustering: str | None = None,
-          variant: str | None = None) -> list[dict]:
-    from ..evaluation.base import metric_rows
-
-    return metric_rows(scores, task=task, clustering=clustering, variant=variant, **ctx)
-
-
 def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np.ndarray, dict[str, set[str]]]:
     """Frame ids, definition embeddings (cached) and Inheritance descendants of an ingested FrameNet."""
     from .. import config
     from ..data.manifest import read_table
-    from ..modeling.encode import Encoder
     from ..evaluation.naming import inheritance_descendants
     from ..io import atomic_path, fingerprint_paths
+    from ..modeling.encode import Encoder
 
     types = read_table(framenet_dir, "event_types", columns=["type_id", "definition"]).to_pylist()
     frame_ids = [t["type_id"] for t in types]
@@ -139,22 +135,23 @@ def frame_table(framenet_dir: Path, model_id: str | None) -> tuple[list[str], np
 
 def umap_png(f: np.ndarray, labels: Sequence, y_true: Sequence[str], path: Path, title: str, seed: int) -> Path:
     """2-D UMAP of the features, coloured by induced cluster (left) and gold type (right)."""
-    from ..results.plots import projection_png
+    from ..tracking.plots import projection_png
 
     return Path(projection_png(f, y_true, path, title, clusters=labels, method="umap", seed=seed)["path"])
 
 
-def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, Any], n_clusters: int | None,
+def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, key: RowKey, n_clusters: int | None,
                      k_manifold: int | None, inputs: Sequence[str], algorithms: Sequence[str], model_id: str | None,
                      names: dict[str, str], mapping: dict[str, list[str]] | None, framenet_dir: Path | None,
                      umap_plot: bool = True, epoch: int | None = None) -> tuple[list[dict], list[dict]]:
     """Metric rows and artifacts of one trained run directory (also used post hoc on saved runs).
 
-    ``ctx`` holds the row context (dataset, method, seed, split, setting, representation). Rows:
+    ``key`` is the rows' identity (dataset, method, seed, split, setting, representation). Rows:
     task ``induction`` for every (input, algorithm) at the chosen epoch (variant = the input) and for
     the same encoder before training (variant ``untuned:ft``: its features' ``ft`` distances, clustered in the
     same call as the trained inputs, so its partitions equal the ``untuned`` method's on those features);
     ``naming`` / ``linking`` for those partitions and the gold one (variant ``perfect``); ``training`` for the chosen stopping epochs."""
+    from ..evaluation.base import metric_rows
     from ..evaluation.clustering import evaluate_partitions
     from ..evaluation.naming import framenet_linking, type_naming, valid_frames
     from ..io import sha256_file, write_parquet
@@ -169,14 +166,15 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
     emb = load_npz(summary["epoch_files"][chosen])
     untuned = load_npz(summary["untuned_file"])
     for rule, e in summary["chosen_epoch"].items():
-        rows += _rows({f"stop_epoch_{rule}": e}, task="training", ctx=ctx, variant="stopping")
+        rows += metric_rows({f"stop_epoch_{rule}": e}, task="training",
+                            key=key.replace(clustering=None, variant="stopping"))
     t0 = time.perf_counter()
     # the untuned encoder is one more input of the same clustering call, built as the trained `ft`
     # (float64 cosine distances): its partitions equal the `untuned` method's on the same features
     dists = {**distance_inputs(emb, inputs), "untuned:ft": distance_inputs(untuned, ("ft",))["ft"]}
-    parts = cluster_all(dists, k, algorithms=algorithms, k_manifold=k_manifold, seed=ctx["seed"])
+    parts = cluster_all(dists, k, algorithms=algorithms, k_manifold=k_manifold, seed=key.seed)
     log.info("clustered %d partitions in %.1fs", len(parts), time.perf_counter() - t0)
-    rows += evaluate_partitions({key: v.tolist() for key, v in parts.items()}, y, **ctx)
+    rows += evaluate_partitions({part: v.tolist() for part, v in parts.items()}, y, key=key)
 
     # naming / linking: centroids in the untuned encoder space, so the comparison between
     # perfect, untuned and trained partitions isolates the effect of the partition
@@ -188,20 +186,20 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
         name_emb = Encoder(model_id, progress=False).encode_sentences([names.get(t, t) for t in cands], normalize=True)
         for (variant, algo), lab in labelled:
             m, _ = type_naming(untuned["F"], y, lab.tolist(), cands, name_emb)
-            rows += _rows(m, task="naming", ctx=ctx, clustering=algo, variant=variant)
+            rows += metric_rows(m, task="naming", key=key.replace(clustering=algo, variant=variant))
     if mapping is not None and framenet_dir is not None and (framenet_dir / "event_types.parquet").exists():
         frame_ids, frame_emb, desc = frame_table(framenet_dir, model_id)
         valid = valid_frames(mapping, desc)
         for (variant, algo), lab in labelled:
             m, _ = framenet_linking(untuned["F"], y, lab.tolist(), frame_ids, frame_emb, valid)
-            rows += _rows(m, task="linking", ctx=ctx, clustering=algo, variant=variant)
+            rows += metric_rows(m, task="linking", key=key.replace(clustering=algo, variant=variant))
 
     # artifacts: embeddings at the stopping epoch, assignments, UMAP plot
     def vec(a: np.ndarray) -> pa.Array:
         a = np.ascontiguousarray(a, dtype=np.float32)
         return pa.FixedSizeListArray.from_arrays(pa.array(a.ravel()), a.shape[1])
 
-    rep = ctx.get("representation")
+    rep = key.representation
     emb_tab = pa.table({"mention_id": ids, "label": y, "F": vec(emb["F"]), "Q": vec(emb["Q"]), "K": vec(emb["K"])})
     p = write_parquet(emb_tab, out_dir / "embeddings_unseen.parquet")
     arts.append({"kind": f"embeddings/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
@@ -212,16 +210,16 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, ctx: dict[str, A
     if umap_plot and len(ids) >= 10:
         shown = parts.get(("attn_dot", "agglomerative"), next(iter(parts.values())))
         p = umap_png(emb["F"], shown, y, out_dir / "umap_unseen.png",
-                     f"{ctx['dataset']} {rep}: unseen mentions, epoch {chosen}", ctx["seed"])
+                     f"{key.dataset} {rep}: unseen mentions, epoch {chosen}", key.seed)
         arts.append({"kind": f"plot/umap/{rep}", "path": str(p), "rows": len(ids), "sha256": sha256_file(p)})
     return rows, arts
 
 
-def ensemble_rows(summaries: list[dict], ctx: dict[str, Any], n_clusters: int | None = None,
+def ensemble_rows(summaries: list[dict], key: RowKey, n_clusters: int | None = None,
                   algorithms: Sequence[str] = ("agglomerative", "manifold", "manifold_sym"),
                   k_manifold: int | None = None) -> list[dict]:
-    """Rows of the ensemble of several runs' chosen epochs (the paper's E-FT), seed -1; ``n_clusters`` and
-    ``k_manifold`` as for the member runs (:func:`evaluate_trained`)."""
+    """Rows of the ensemble of several runs' chosen epochs (the paper's E-FT), ``key`` with seed -1;
+    ``n_clusters`` and ``k_manifold`` as for the member runs (:func:`evaluate_trained`)."""
     from ..evaluation.clustering import evaluate_partitions
     from .training import load_npz
 
@@ -234,4 +232,4 @@ def ensemble_rows(summaries: list[dict], ctx: dict[str, Any], n_clusters: int | 
                         k_manifold=k_manifold)
     n = len(runs)
     return evaluate_partitions({(f"ensemble{n}:{inp}", algo): v.tolist() for (inp, algo), v in parts.items()}, y,
-                               **{**ctx, "seed": -1})
+                               key=key.replace(seed=-1))

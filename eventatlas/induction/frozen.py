@@ -29,16 +29,12 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
     """Type induction with a frozen encoder into ``result`` (the untuned baseline's protocol, see
     :mod:`eventatlas.methods.untuned`): select the unseen types' mentions, embed them with each
     representation, cluster them with each algorithm, score, and draw one representation in 2-D."""
-    from ..data import select_labelled
     from ..modeling.encode import embed_mentions, load_embeddings
+    from ..evaluation.base import RowKey
     from ..evaluation.clustering import cluster_and_score
 
     splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
-    sel = select_labelled(man.path, k_seen=DEFAULT_K_SEEN if cfg.k_seen is None else cfg.k_seen,
-                          seen_types=cfg.seen_types, splits=splits, lu_pos=cfg.lu_pos, max_eval=cfg.max_mentions,
-                          seed=seed, n_unseen=cfg.n_unseen, unseen_min_mentions=cfg.unseen_min_mentions,
-                          unseen_seed=cfg.unseen_seed, heldout_sentences=cfg.heldout_sentences,
-                          heldout_seed=cfg.heldout_seed, part=cfg.part)
+    sel = cfg.select(man.path, seed=seed, k_seen_default=DEFAULT_K_SEEN, splits=splits)
     reps = list(cfg.representations or DEFAULT_REPRESENTATIONS)
     algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
     only = None if cfg.metrics is None else set(cfg.metrics) | set(cfg.require_metrics)
@@ -87,8 +83,10 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
             params.setdefault("embedding_dropped", {})[rep] = len(ids) - len(keep)
         timings[f"embed/{rep}"] = round(time.perf_counter() - t0, 3)
         variant = "trigger_markers" if cfg.trigger_markers else None  # rows say the inputs were marked
-        ev = cluster_and_score({variant: X} if variant else X, y_rep.tolist(), n_clusters=k, algorithms=algos, seed=seed, dataset=man.dataset,
-                               method=NAME, split=split_name, setting=setting, representation=rep, only=only)
+        key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split=split_name, setting=setting,
+                     representation=rep)
+        ev = cluster_and_score({variant: X} if variant else X, y_rep.tolist(), n_clusters=k, algorithms=algos,
+                               key=key, only=only)
         result.metrics += ev.rows
         for (_, algo), why in ev.skipped.items():
             # one algorithm over a dense-memory ceiling (affinity first) must not sink the others
@@ -107,7 +105,7 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
     if cfg.projection != "none" and shown not in reps:
         params["projection"] = f"not drawn: representation {shown!r} is not among those computed {reps}"
     elif cfg.projection != "none" and projected is not None and len(projected[0]) >= 2:
-        from ..results.plots import projection_png
+        from ..tracking.plots import projection_png
 
         t0 = time.perf_counter()
         X, gold, clusters = projected

@@ -19,13 +19,8 @@ log = logging.getLogger(__name__)
 
 def select_mentions(dataset_dir: str | Path, cfg: Any, seed: int):
     """The seen/unseen selection of a run (shared by ``run`` and the background trainer)."""
-    from ..data import select_labelled
-
-    return select_labelled(dataset_dir, k_seen=cfg.k_seen or (None if cfg.n_unseen else 10),
-                           seen_types=cfg.seen_types, lu_pos=cfg.lu_pos, max_train=cfg.max_train_mentions,
-                           max_eval=cfg.max_mentions, seed=seed, n_unseen=cfg.n_unseen,
-                           unseen_min_mentions=cfg.unseen_min_mentions, unseen_seed=cfg.unseen_seed,
-                           heldout_sentences=cfg.heldout_sentences, heldout_seed=cfg.heldout_seed, part=cfg.part)
+    return cfg.select(dataset_dir, seed=seed, k_seen_default=None if cfg.n_unseen else 10,
+                      max_train=cfg.max_train_mentions)
 
 
 def save_chosen(writer, model, out: Path, rep: str, epoch: int, cfg: Any) -> None:
@@ -57,7 +52,7 @@ def train_representation(sel, cfg: Any, rep: str, out: Path, *, seed: int, devic
     from ..modeling.encode import Encoder
     from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
-    from ..results.runinfo import set_seeds
+    from ..tracking.runinfo import set_seeds
     from ..training import Trainer
     from .augment import backtranslate, resolve_augmentation
     from .model import InductionModel

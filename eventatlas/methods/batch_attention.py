@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from .. import config as paths
+from ..data.selection import SelectionConfig
 from ..io import atomic_write_json, sha256_file
 from ..induction.protocol import select_mentions, train_representation
 from .base import MethodResult, NotApplicable
@@ -27,7 +28,7 @@ from .context import MethodContext
 from .spec import MethodConfig, training_field
 
 NAME = "batch_attention"
-MAPPINGS_DIR = paths.REPO_ROOT / "datasets" / "mappings"
+MAPPINGS_DIR = paths.resource_dir("datasets") / "mappings"
 # The stopping rule clusters the unseen mentions at several counts and needs 2 <= c <= n - 1;
 # below this many unseen mentions (e.g. the shipped samples) the method has nothing to learn from.
 MIN_UNSEEN_MENTIONS = 10
@@ -43,21 +44,13 @@ TRAIN_DEFAULTS = {"epochs": 10, "batch_size": 10, "lr": 2e-5, "head_lr": 1e-4, "
 BatchAttentionTraining, _TRAIN = training_field(TRAIN_DEFAULTS, {"batch_size": 2, "epochs": 1})
 
 
-class BatchAttentionConfig(MethodConfig):
+class BatchAttentionConfig(SelectionConfig, MethodConfig):
+    """The mention selection is :class:`eventatlas.data.SelectionConfig` (shared with untuned); training runs on
+    part "train", and `eventatlas evaluate RUN --params '{"part": "heldout"}'` scores the saved model on the
+    held-out sentences' unseen-type mentions."""
+
     representations: list[Literal["trigger", "sentence"]] = ["trigger"]
-    k_seen: Optional[int] = Field(None, ge=1)
-    seen_types: Optional[list[str]] = None
-    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types (see data.select_labelled)
-    n_unseen: Optional[int] = Field(None, ge=2)
-    unseen_min_mentions: int = Field(1, ge=1)
-    unseen_seed: int = 0
-    # a sentence-disjoint hold-out (see data.select_labelled): training runs on part "train", never seeing
-    # the held-out sentences; `eventatlas evaluate RUN --params '{"part": "heldout"}'` scores the saved model
-    # on the held-out sentences' unseen-type mentions
-    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
-    heldout_seed: int = 0
-    part: Literal["train", "heldout"] = "train"
-    lu_pos: Optional[str] = None
+    k_seen: Optional[int] = Field(None, ge=1)  # training needs seen types
     n_clusters: Optional[int] = Field(None, ge=2)
     k_manifold: Optional[int] = Field(None, ge=2)
     inputs: list[Input] = ["attn_dot", "attn_dot_neg", "attn_cos", "ft", "attn_dot_norm"]
@@ -66,7 +59,7 @@ class BatchAttentionConfig(MethodConfig):
     linking: bool = True
     framenet_dir: Optional[Path] = None  # an ingested FrameNet (frames + definitions); default <data>/datasets/framenet
     mapping: Optional[str] = None  # type -> frames TSV in datasets/mappings (or a path, or "identity")
-    max_mentions: Optional[int] = Field(20_000, ge=10)  # cap on the unseen mentions scored
+    max_mentions: Optional[int] = Field(20_000, ge=10)  # cap on the unseen mentions scored (10: a batch to score)
     max_train_mentions: Optional[int] = Field(None, ge=10)
     umap_plot: bool = True
     model_id: Optional[str] = None
@@ -104,6 +97,7 @@ def _mapping(name: str | None, unseen: list[str]) -> dict[str, list[str]] | None
 
 def run(ctx: MethodContext) -> MethodResult:
     """Train + evaluate on one dataset (see the module docstring)."""
+    from ..evaluation.base import RowKey
     from ..induction.evaluate import evaluate_trained
 
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
@@ -134,9 +128,9 @@ def run(ctx: MethodContext) -> MethodResult:
         summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
                                             resume=ctx.resume, writer=writer)
         result.add_training(res)
-        row_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
-               "representation": rep}
-        rows, arts = evaluate_trained(rdir, summary, ctx=row_ctx, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
+        key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="unseen", setting=sel.setting(),
+                     representation=rep)
+        rows, arts = evaluate_trained(rdir, summary, key=key, n_clusters=cfg.n_clusters, k_manifold=k_manifold,
                                       inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=cfg.model_id,
                                       names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                       umap_plot=cfg.umap_plot)
@@ -171,6 +165,7 @@ def apply(model, ctx: MethodContext) -> MethodResult:
     (variant ``untuned:ft``). Nothing is trained."""
     import torch
 
+    from ..evaluation.base import RowKey
     from ..induction.evaluate import evaluate_trained
     from ..induction.model import InductionModel
     from ..induction.training import embed_fqk, save_npz
@@ -208,9 +203,8 @@ def apply(model, ctx: MethodContext) -> MethodResult:
     texts = man.type_texts()
     fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
     mp = _mapping(cfg.mapping or ctx.protocol.get("mapping"), sel.unseen_types) if cfg.linking else None
-    row_ctx = {"dataset": man.dataset, "method": NAME, "seed": seed, "split": "unseen", "setting": sel.setting(),
-               "representation": rep}
-    rows, arts = evaluate_trained(out_dir / rep, summary, ctx=row_ctx, epoch=0, **cluster_settings(cfg, ctx.protocol),
+    key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="unseen", setting=sel.setting(), representation=rep)
+    rows, arts = evaluate_trained(out_dir / rep, summary, key=key, epoch=0, **cluster_settings(cfg, ctx.protocol),
                                   inputs=cfg.inputs, algorithms=cfg.algorithms, model_id=card.base_model,
                                   names=texts if cfg.naming else {}, mapping=mp, framenet_dir=fn_dir,
                                   umap_plot=cfg.umap_plot)

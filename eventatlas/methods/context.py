@@ -148,7 +148,7 @@ def build_context(spec: MethodSpec, config: MethodConfig, manifest: "Manifest", 
     """The context of a run whose config :func:`resolve_config` made; checks the dataset kinds, seeds the
     RNGs and makes the run directory."""
     from ..data import KINDS, NotApplicable
-    from ..results.runinfo import set_seeds
+    from ..tracking.runinfo import set_seeds
 
     kinds = manifest.kinds()
     if not spec.applies(kinds):

@@ -23,7 +23,7 @@ class EnsembleError(ValueError):
 
 
 def _members(run_dirs: Sequence[Path]) -> list[dict]:
-    from ..results.records import RecordError, read_record
+    from ..tracking.records import RecordError, read_record
 
     out = []
     for d in map(Path, run_dirs):
@@ -59,9 +59,10 @@ def cluster_settings_of(dataset_dir: Path, summaries: list[dict]) -> dict:
 
 def ensemble_runs(run_dirs: Sequence[str | Path]) -> tuple[Path, list[tuple]]:
     """Write the ensemble's run record; returns its path and ``(representation, members, metric rows)``."""
+    from ..evaluation.base import RowKey
     from ..induction.evaluate import ensemble_rows
-    from ..results.records import data_fingerprint, finish_record, new_record, write_metrics, write_record
-    from ..results.runinfo import new_run_id
+    from ..tracking.records import data_fingerprint, finish_record, new_record, write_metrics, write_record
+    from ..tracking.runinfo import new_run_id
 
     members = _members(run_dirs)
     datasets = {m["dataset"] for m in members}
@@ -77,10 +78,10 @@ def ensemble_runs(run_dirs: Sequence[str | Path]) -> tuple[Path, list[tuple]]:
     rows, summary = [], []
     for rep in reps:
         sums = [m["summaries"][rep] for m in members]
-        ctx = {"dataset": dataset, "method": METHOD, "seed": -1, "split": "unseen",
-               "setting": sums[0].get("setting"), "representation": rep}
+        key = RowKey(dataset=dataset, method=METHOD, seed=-1, split="unseen", setting=sums[0].get("setting"),
+                     representation=rep)
         try:
-            new = ensemble_rows(sums, ctx, **cluster_settings_of(ddir, sums))
+            new = ensemble_rows(sums, key, **cluster_settings_of(ddir, sums))
         except (ValueError, KeyError, FileNotFoundError) as e:  # other unseen mentions, a pruned epoch file
             raise EnsembleError(f"representation {rep}: {type(e).__name__}: {e}") from None
         rows += new

@@ -22,6 +22,7 @@ from typing import Literal, Optional, Union
 from pydantic import Field
 
 from .. import config as paths
+from ..data.selection import SelectionConfig
 from ..induction.frozen import NAME, frozen_induction
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
@@ -31,28 +32,17 @@ log = logging.getLogger(__name__)
 
 Representation = Literal["sentence", "trigger", "mask", "mix", "window4"]
 Algorithm = Literal["agglomerative", "manifold", "manifold_sym", "affinity"]
-DEFAULT_MAX_MENTIONS = 20_000
 
 
-class UntunedConfig(MethodConfig):
-    k_seen: Optional[int] = Field(None, ge=0, description="most frequent types held out as seen (default: protocol, 10)")
-    seen_types: Optional[list[str]] = None
-    # MAVEN 150/18-style protocols: a fixed seeded choice of n_unseen types (see data.select_labelled)
-    n_unseen: Optional[int] = Field(None, ge=2)
-    unseen_min_mentions: int = Field(1, ge=1)
-    unseen_seed: int = 0
-    # a sentence-disjoint hold-out, as batch_attention's (data.select_labelled): part "heldout" clusters only
-    # the held-out sentences' unseen-type mentions, the frozen baseline of a model evaluated there
-    heldout_sentences: Optional[float] = Field(None, gt=0, lt=1)
-    heldout_seed: int = 0
-    part: Literal["train", "heldout"] = "train"
+class UntunedConfig(SelectionConfig, MethodConfig):
+    """The mention selection (k_seen, n_unseen, heldout_sentences, part, lu_pos, max_mentions, ...) is
+    :class:`eventatlas.data.SelectionConfig`, shared with batch_attention."""
+
     trigger_markers: bool = False  # "[ trigger ]" in every input (modeling.inputs.mark_triggers), as batch_attention's option
     representations: Optional[list[Representation]] = None
     clusterings: Optional[list[Algorithm]] = None
     n_clusters: Optional[int] = Field(None, ge=2)
     splits: Optional[Union[list[str], str]] = None
-    lu_pos: Optional[str] = None
-    max_mentions: Optional[int] = Field(DEFAULT_MAX_MENTIONS, ge=2)
     model_id: Optional[str] = None
     metrics: Optional[list[str]] = None
     require_metrics: list[str] = Field(default_factory=list)  # always kept when `metrics` filters
@@ -86,6 +76,7 @@ def run(ctx: MethodContext) -> MethodResult:
 
 def _similarity(ctx: MethodContext, result: MethodResult) -> None:
     from ..modeling.encode import Encoder
+    from ..evaluation.base import RowKey
     from ..evaluation.pairs import benchmark_pairs, evaluate_encoder_pairs
 
     cfg, seed = ctx.config, ctx.seed
@@ -94,7 +85,7 @@ def _similarity(ctx: MethodContext, result: MethodResult) -> None:
         return
     enc = Encoder(cfg.model_id, device=ctx.device, progress=False, **cfg.encoder.model_dump())
     rows = evaluate_encoder_pairs(enc, pairs, poolings=cfg.poolings, template=cfg.template, lower=cfg.lower,
-                                  dataset=ctx.dataset, method=NAME, seed=seed)
+                                  key=RowKey(dataset=ctx.dataset, method=NAME, seed=seed))
     if not rows:
         raise NotApplicable(f"{ctx.dataset_dir}: no similarity metric is defined for this encoder on these pairs (every "
                             f"pair got the same cosine: a degenerate model?)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .warehouse import Warehouse
+from ..store.warehouse import Warehouse
 
 
 def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:

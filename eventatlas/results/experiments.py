@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .escaping import html_text, markdown_text
-from .warehouse import Warehouse
+from ..escaping import markdown_text
+from ..store.warehouse import Warehouse
 
 
 def _has_tables(wh: Warehouse) -> bool:
@@ -185,45 +185,32 @@ def write_markdown(out_dir: str | os.PathLike, wh: Warehouse | None = None, mode
     return paths
 
 
-_h = html_text
+def html_view(experiments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the report's experiments section shows (``templates/report_experiments.html``): per experiment
+    its table beside the paper's figures, goal, met / not met, diagnosis, the plots its runs attached and
+    links (ids) to the runs."""
+    from ..tracking.plots import png_data_uri
 
-
-def html_section(experiments: list[dict[str, Any]]) -> str:
-    """The report's experiments section: per experiment its table beside the paper's figures, goal,
-    met / not met, diagnosis, the plots its runs attached and links (ids) to the runs."""
-    from .plots import png_data_uri
-
-    if not experiments:
-        return '<p class="muted">No declared experiment has run yet (`eventatlas experiment list`).</p>'
-    parts = []
+    out = []
     for e in experiments:
         rows, cols = _grid(e)
         verdict, reasons = e["verdict"]
-        head = "".join(f"<th>{_h(c)}</th>" for c in cols)
-        body = []
-        for r in rows:
-            tds = []
-            for col in cols:
-                c = _cell(e, r, col)
-                ref = (f'<br><span class="muted">paper {c["reference"]:.1f}</span>'
-                       if c and c["reference"] is not None else "")
-                mean = "" if not c or c["mean"] is None else f' data-mean="{c["mean"]!r}"'
-                tds.append(f'<td class="num"{mean}>{_h(_value(c))}{ref}</td>')
-            body.append(f"<tr><th>{_h(r)}</th>{''.join(tds)}</tr>")
-        anchor = f"exp-{e['experiment']}-{e['mode']}"
-        parts.append(
-            f'<h3 id="{_h(anchor)}">{_h(e["title"])} <span class="muted">({_h(e["experiment"])}, {_h(e["mode"])})'
-            f'</span></h3><table class="experiment" data-experiment="{_h(e["experiment"])}" data-mode="{_h(e["mode"])}">'
-            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            + (f'<p class="note">{_h(TEST_CHOSEN_NOTE)}</p>' if _any_chosen_on_test(e) else "")
-            + (f'<p class="note">Reference: {_h("; ".join(" ".join(x for x in s if x) for s in e["sources"]))}</p>'
-               if e["sources"] else "")
-            + f'<p><b>Goal:</b> {_h(e["goal"])} — <b class="verdict" data-verdict="{_h(verdict)}">{_h(verdict)}</b></p>'
-            + "<ul>" + "".join(f"<li>{_h(x)}</li>" for x in reasons) + "</ul>"
-            + (f"<p><b>Diagnosis:</b> {_h(e['diagnosis'])}</p>" if e["diagnosis"] else "")
-            + "".join(f'<figure><img alt="{_h(k)}" src="{png_data_uri(p)}" style="max-width:600px">'
-                      f"<figcaption>{_h(k)} ({_h(rid)})</figcaption></figure>"
-                      for rid, k, p in e["plots"] if p and Path(p).is_file() and png_data_uri(p))
-            + '<p class="note">Runs: ' + ", ".join(f'<a href="#run-{_h(r["run_id"])}">{_h(r["cell"])} s{_h(r["seed"])}'
-                                                  f"</a>" for r in e["runs"]) + "</p>")
-    return "".join(parts)
+        table = [{"label": r, "cells": [{"mean": c["mean"] if c else None, "text": _value(c),
+                                         "reference": c["reference"] if c else None}
+                                        for c in (_cell(e, r, col) for col in cols)]} for r in rows]
+        figures = [{"kind": k, "run_id": rid, "uri": uri} for rid, k, p in e["plots"]
+                   if p and Path(p).is_file() and (uri := png_data_uri(p))]
+        out.append({"experiment": e["experiment"], "mode": e["mode"], "title": e["title"], "goal": e["goal"],
+                    "anchor": f"exp-{e['experiment']}-{e['mode']}", "cols": cols, "table": table,
+                    "chosen_note": TEST_CHOSEN_NOTE if _any_chosen_on_test(e) else None,
+                    "reference": "; ".join(" ".join(x for x in s if x) for s in e["sources"]) if e["sources"] else None,
+                    "verdict": verdict, "reasons": reasons, "diagnosis": e["diagnosis"], "figures": figures,
+                    "runs": e["runs"]})
+    return out
+
+
+def html_section(experiments: list[dict[str, Any]]) -> str:
+    """The report's experiments section alone (the report includes the same template)."""
+    from .templating import render
+
+    return render("report_experiments.html", experiments=html_view(experiments))

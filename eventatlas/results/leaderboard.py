@@ -5,15 +5,18 @@ variant, precision): the warehouse's ``leaderboard`` view already holds one row 
 seeds (mean, sample std, best, n_seeds; ``precision`` from the run's record, see ``run_precision`` in
 warehouse/views.sql, so bf16 and fp32 runs of one config stay apart). :func:`tables` picks the metrics
 per task (:func:`choose_metrics`), builds one table per (task, dataset) sorted by the first metric's
-mean (its direction from ``metric_direction``) and marks the best mean per metric column.
+mean (its direction from ``metric_direction``) and marks the best mean per metric column. Scales and
+the metrics shown first come from :mod:`eventatlas.evaluation.metric_specs`, and ``Warehouse.migrate``
+keeps ``metric_direction`` equal to the directions declared there.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
-from ..evaluation.base import DEFAULT_METRICS, NOT_FRACTION
-from .warehouse import Warehouse
+from ..evaluation.base import DEFAULT_METRICS
+from ..evaluation.metric_specs import is_fraction
+from ..store.warehouse import Warehouse
 
 # what tells configurations of one (task, dataset) apart, in the order they are shown
 # (trained_on: where the scored model was trained; another dataset than the row's for a cross-dataset cell)
@@ -24,11 +27,6 @@ MAX_ALL = 6  # a task with at most this many metrics shows them all
 
 class UnknownName(ValueError):
     """A task, dataset or metric the warehouse has no leaderboard row for (the message lists the known ones)."""
-
-
-def scale(metric: str) -> float:
-    """Fractions are shown x100; counts, ranks and epochs as they are."""
-    return 1.0 if NOT_FRACTION.search(metric) else 100.0
 
 
 def choose_metrics(task: str, present: Iterable[str], requested: Sequence[str] | None = None) -> list[str]:
@@ -118,7 +116,7 @@ def build(board: list[dict[str, Any]], lower: set[str], requested: Sequence[str]
         best: dict[str, float] = {}
         for m in ms:  # counts (n_clusters, stop epochs) are information, not a score: no best
             vals = [c[m]["mean"] for c in confs.values() if m in c and c[m]["mean"] is not None]
-            if vals and (not NOT_FRACTION.search(m) or m in lower):
+            if vals and (is_fraction(m) or m in lower):
                 best[m] = min(vals) if m in lower else max(vals)
         first, sign = ms[0], (1 if ms[0] in lower else -1)
         order = sorted(confs.items(), key=lambda kv: (kv[1].get(first, {}).get("mean") is None,
@@ -148,7 +146,7 @@ def headlines(boards: list[dict[str, Any]]) -> list[dict[str, Any]]:
             by_method[dict(zip(CONFIG_COLS, conf))["method"]].append((conf, cells))
         for method, rows in by_method.items():
             scored = [r for r in rows if dict(zip(CONFIG_COLS, r[0]))["split"] not in SELECTION_SPLITS] or rows
-            metric = next((m for m in b["metrics"] if (not NOT_FRACTION.search(m) or m in b["lower"])  # a score
+            metric = next((m for m in b["metrics"] if (is_fraction(m) or m in b["lower"])  # a score
                            and any((c.get(m) or {}).get("mean") is not None for _, c in scored)), None)
             if metric is None:
                 continue

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import config
 from ..io import lock_file, write_parquet
-from ..results.records import fail_record, finish_record, new_record, write_metrics, write_record
+from ..tracking.records import fail_record, finish_record, new_record, write_metrics, write_record
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def claim_run(prefix: str, *, reuse_unfinished: bool) -> RunClaim:
     one. Two processes never get the same directory: taking over needs the directory's lock (a live run
     holds it), and a new directory whose lock another process got first (in the instant between its
     mkdir and our lock) is left to that process."""
-    from ..results.runinfo import new_run_id
+    from ..tracking.runinfo import new_run_id
 
     from ..names import check_name
 
@@ -267,7 +267,7 @@ def _metric_bars(rows: list[dict[str, Any]], run_dir: Path, title: str) -> list[
     """The run's headline metrics as a PNG (artifact ``plot/metric_bars``); a plot that cannot be drawn
     is logged and left out: it never fails a run whose metrics are written."""
     from ..io import sha256_file
-    from ..results.plots import metric_bars_png
+    from ..tracking.plots import metric_bars_png
 
     try:
         path = metric_bars_png(rows, run_dir / "metric_bars.png", title)
@@ -303,7 +303,7 @@ def run_method(method: str, dataset_dir: str | Path, *, seed: int = 0, params: d
 
 def _record_failure(record: dict[str, Any], e: Exception, run_dir: Path, what: str) -> None:
     """Finish ``record`` for a run that raised: ``skipped`` when the method declared itself not applicable,
-    else ``failed`` with the traceback beside it (:func:`eventatlas.results.records.fail_record`)."""
+    else ``failed`` with the traceback beside it (:func:`eventatlas.tracking.records.fail_record`)."""
     from ..methods.base import NotApplicable
 
     if isinstance(e, NotApplicable):

@@ -41,6 +41,7 @@ def train_and_score(ctx: Any, result: Any) -> None:
     """Train SWCC on ``ctx``'s event-co-occurrence dataset into ``result`` and score it on the benchmarks
     (:mod:`eventatlas.methods.swcc`); ``ctx`` is the method's context, ``result`` its empty result."""
     from ..modeling.encode import Encoder
+    from ..evaluation.base import RowKey
     from ..evaluation.pairs import POOLING_REPRESENTATION, evaluate_encoder_pairs
     from ..modeling.mention_encoder import MentionEncoder
     from ..modeling.tokens import tokenize_cached
@@ -80,7 +81,7 @@ def train_and_score(ctx: Any, result: Any) -> None:
         out = {}
         for name, table in evals.items():
             for r in evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template, lower=cfg.lower,
-                                            dataset=name, method=NAME, seed=seed, variant=cfg.variant):
+                                            key=RowKey(dataset=name, method=NAME, seed=seed, variant=cfg.variant)):
                 out[f"{name}/{r['metric']}"] = r["value"]
         return out
 
@@ -93,8 +94,8 @@ def train_and_score(ctx: Any, result: Any) -> None:
     e = Encoder(module=enc, device=device, precision="fp32", batch_size=cfg.eval_batch_size, progress=False)
     for name, table in evals.items():
         result.metrics += evaluate_encoder_pairs(e, table, poolings=[cfg.pooling], template=cfg.template,
-                                                 lower=cfg.lower, dataset=name, method=NAME, seed=seed,
-                                                 variant=cfg.variant)
+                                                 lower=cfg.lower,
+                                                 key=RowKey(dataset=name, method=NAME, seed=seed, variant=cfg.variant))
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     result.params.update({"switches": sw.__dict__, "events": events.record, "token_cache_hit": hit,
                      "extra_datasets": {d.name: Manifest.read(d).data_fingerprint() for d in extra},
@@ -137,7 +138,7 @@ def _prototype_artifacts(model, e, texts: list[str], cfg: Any, rep: str, out_dir
     table = pa.table({"text": [texts[i] for i in idx], "prototype": assign.astype(np.int32)})
     path = write_parquet(table, out_dir / "prototype_assignments.parquet")
     result.add_artifact("swcc/prototypes", path, table.num_rows)
-    from ..results.plots import projection_png
+    from ..tracking.plots import projection_png
 
     png = out_dir / "prototypes_pca.png"
     projection_png(X, [f"prototype {a}" for a in assign], png,

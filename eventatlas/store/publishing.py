@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from ..errors import InputError
+from ..atlas.manifest import read_atlas_manifest
 from ..io import atomic_write_json, fault_point, is_disk_full
-from .records import RecordError, load_metrics, load_train_log, read_record
-from .runinfo import utcnow
+from ..tracking.records import RecordError, load_metrics, load_train_log, read_record
+from ..tracking.runinfo import utcnow
 from .warehouse import Warehouse, WarehouseError, WarehouseLocked
 
 PENDING_SUFFIX = ".pending"
@@ -378,24 +378,6 @@ def _set_aside(entry: Path | None, reason: str, warn: Callable[[str], None]) -> 
          f"({bad}): {reason}")
 
 
-ATLAS_MANIFEST = "manifest.json"
-ATLAS_FORMAT = 1
-
-
-def read_atlas_manifest(root: str | Path) -> dict[str, Any]:
-    """An atlas build's manifest (its parts and their fingerprints): :mod:`eventatlas.atlas.build` writes it,
-    :func:`publish_atlas` reads it, so the contract lives here, below both."""
-    p = Path(root) / ATLAS_MANIFEST
-    if not p.exists():
-        return {"format": ATLAS_FORMAT, "parts": {}}
-    try:
-        man = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise InputError(p, "file", f"not a JSON atlas manifest ({e})") from None
-    man.setdefault("parts", {})
-    return man
-
-
 ATLAS_TABLES = {"nodes": "atlas_nodes", "declared": "atlas_links", "learned": "atlas_links"}
 
 
@@ -460,7 +442,7 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
     ``links`` (``{cell, seed, run_id, reused}``: which run answers which cell), in one transaction
     (migrations 010, 012). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
     seed). Returns the number of links written."""
-    from .leaderboard import scale
+    from ..evaluation.metric_specs import scale
 
     wh = Warehouse(warehouse_path)
     wh.migrate()

@@ -4,10 +4,10 @@
 
     {"run": {run_id, flow, task, method, params, code_version, data_fingerprints, seed,
              started_at, finished_at, status, device, precision, error},
-     "metrics_path": ".../metrics.parquet" | null,      # eventatlas.results.warehouse.METRICS_SCHEMA
+     "metrics_path": ".../metrics.parquet" | null,      # eventatlas.tracking.tables.METRICS_SCHEMA
      "artifacts": [{kind, path, rows, sha256}, ...],   # kind "plot/..." + a .png path: shown in Prefect
-     "train_steps_path": ".../train_steps.parquet",     # optional, warehouse.TRAIN_STEPS_SCHEMA
-     "train_evals_path": ".../train_evals.parquet",     # optional, warehouse.TRAIN_EVALS_SCHEMA
+     "train_steps_path": ".../train_steps.parquet",     # optional, tables.TRAIN_STEPS_SCHEMA
+     "train_evals_path": ".../train_evals.parquet",     # optional, tables.TRAIN_EVALS_SCHEMA
      "benchmarks_path": ".../benchmarks.parquet"}       # benchmark runs, eventatlas.schema.BENCHMARKS
 
 A method run's ``precision`` (fp32 | bf16) and concrete device are also in ``params.config`` (the run's
@@ -77,7 +77,7 @@ def fail_record(record: dict[str, Any], exc: BaseException, run_dir: str | os.Pa
 def write_metrics(record: dict[str, Any], rows: Iterable[Mapping[str, Any]], run_dir: str | os.PathLike) -> pa.Table:
     """Validate the metric rows (``task`` required), write ``<run_dir>/metrics.parquet``, point the
     record at it and list it as a ``metrics`` artifact."""
-    from .warehouse import metrics_table
+    from .tables import metrics_table
 
     table = metrics_table(rows, run_id=record["run"]["run_id"])
     path = write_parquet(table, Path(run_dir) / "metrics.parquet")
@@ -154,7 +154,7 @@ def load_metrics(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     table = pq.read_table(p)
     rows = table.to_pylist()
     if "task" not in table.column_names:
-        from .warehouse import legacy_metric_keys
+        from .tables import legacy_metric_keys
 
         rows = [{**r, **legacy_metric_keys(r.get("clustering"), r["metric"])} for r in rows]
     return rows

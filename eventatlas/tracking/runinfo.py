@@ -1,4 +1,4 @@
-"""What a run records about itself: code version, device, seeds, run ids."""
+"""What a run records about itself: code version, device, seeds (and their bounds), run ids."""
 from __future__ import annotations
 
 import os
@@ -9,6 +9,8 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from functools import lru_cache
+from importlib import metadata
+from typing import Any
 
 from .. import __version__, config
 
@@ -16,7 +18,13 @@ from .. import __version__, config
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """``git describe --always --dirty`` of the repo (``-dirty`` when the tree has local
-    changes); the package version when there is no git checkout (an installed wheel)."""
+    changes); ``pkg-<installed version>`` outside a checkout (an installed wheel)."""
+    if not config.in_checkout():
+        # site-packages may lie inside some other git repository: its commit says nothing about this code
+        try:
+            return f"pkg-{metadata.version('eventatlas')}"
+        except metadata.PackageNotFoundError:
+            return f"pkg-{__version__}"
     try:
         out = subprocess.run(
             ["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
@@ -44,6 +52,29 @@ def device_info(import_torch: bool = True) -> str:
         threads = os.cpu_count()
     cpu = platform.processor() or platform.machine()
     return f"cpu:{cpu} ({threads} threads)"
+
+
+# the warehouse's seed columns are INTEGER (int32), the narrowest of what records a seed (numpy's legacy seeding
+# takes < 2**32, torch and random more): a larger seed would run, then be refused at publish
+SEED_LIMIT = 2**31
+MAX_SEEDS = 100  # in one plan: a declaration or --seeds
+
+
+def check_seeds(seeds: Any, option: str = "seeds") -> list[int]:
+    """``seeds`` as a list of distinct integers ``0 <= seed <`` :data:`SEED_LIMIT`, at most :data:`MAX_SEEDS` of them;
+    else a ValueError naming ``option`` and the value (shortened: a 5000-digit seed is not echoed)."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError(f"{option}: no seed given")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"{option}: {len(seeds)} seeds, at most {MAX_SEEDS}")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
+            text = str(s) if len(str(s)) <= 24 else str(s)[:20] + f"... ({len(str(s))} characters)"
+            raise ValueError(f"{option}: {text} is not a seed (an integer 0 <= seed < 2**31)")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{option}: a seed repeats ({', '.join(map(str, seeds))})")
+    return seeds
 
 
 def set_seeds(seed: int) -> int:

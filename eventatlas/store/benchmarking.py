@@ -26,9 +26,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from ..io import atomic_write_json, sha256_file, write_parquet
-from .records import finish_record, new_record, write_record
-from .runinfo import new_run_id
 from ..schema import BENCHMARKS
+from ..tracking.records import finish_record, new_record, write_record
+from ..tracking.runinfo import new_run_id
 
 BENCHMARKS_FILE = "benchmarks.parquet"
 RESULT_FILE = "result.json"
@@ -144,7 +144,7 @@ class Benchmark:
     record's path; ``result`` is the script's full result (saved as ``result.json``)."""
 
     def __init__(self, name: str, args: argparse.Namespace, *, device: str = "cpu", libraries: Iterable[str] = ()):
-        from .runinfo import utcnow
+        from ..tracking.runinfo import utcnow
 
         self.name, self.args, self.device, self.libraries = name, args, device, tuple(libraries)
         self.smoke = bool(getattr(args, "smoke", False))

@@ -189,7 +189,8 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
 
     import numpy as np
 
-    from ..evaluation.base import DEFAULT_METRICS, NOT_FRACTION
+    from ..evaluation.base import DEFAULT_METRICS
+    from ..evaluation.metric_specs import is_fraction
 
     tasks: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -203,7 +204,7 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
         present = list(dict.fromkeys(str(r["metric"]) for r in rs))
         metrics = [m for m in DEFAULT_METRICS.get(task, ()) if m in present] or present[:3]
         # a panel shows one scale: fractions, else the first metric's own unit
-        frac = [m for m in metrics if not NOT_FRACTION.search(m)]
+        frac = [m for m in metrics if is_fraction(m)]
         metrics = frac or metrics[:1]
         keys = ("setting", "representation", "clustering", "variant")
         varying = [c for c in keys if len({r.get(c) for r in rs}) > 1]

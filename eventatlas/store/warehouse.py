@@ -5,7 +5,7 @@ One writer. DuckDB lets one process hold a read-write handle on a file, so every
 goes through a short-lived connection opened by :meth:`Warehouse.publish` (or the small
 contract helpers built on it) and closed straight after; when another process holds the
 lock (any handle: a read-only connection of another process keeps a writer out too) we retry with backoff for a bounded time and then raise :class:`WarehouseLocked`
-with a message that says what to do (``eventatlas.results.publishing`` then queues the run on disk
+with a message that says what to do (``eventatlas.store.publishing`` then queues the run on disk
 instead of losing it). Queries use read-only connections.
 
 Schema changes are numbered SQL files ``warehouse/migrations/NNN_*.sql`` applied in
@@ -30,36 +30,13 @@ import duckdb
 import pyarrow as pa
 
 from .. import config
-from ..schema import BENCHMARKS, TABLES, TRAIN_EVALS, TRAIN_STEPS
+from ..schema import BENCHMARKS, TABLES
+from ..tracking.tables import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, TableError, metrics_table, train_log_table
 
-MIGRATIONS_DIR = config.REPO_ROOT / "warehouse" / "migrations"
+MIGRATIONS_DIR = config.resource_dir("warehouse") / "migrations"
 _MIGRATION_RE = re.compile(r"^(\d{3})_[A-Za-z0-9_\-]+\.sql$")
 DEFAULT_LOCK_TIMEOUT = 30.0
 
-# run_id + eventatlas.evaluation.base.METRIC_KEYS + trained_on, in the warehouse's column order
-METRICS_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string()),
-        pa.field("task", pa.string()),
-        pa.field("dataset", pa.string()),
-        pa.field("split", pa.string()),
-        pa.field("setting", pa.string()),
-        pa.field("method", pa.string()),
-        pa.field("representation", pa.string()),
-        pa.field("clustering", pa.string()),
-        pa.field("variant", pa.string()),
-        pa.field("metric", pa.string()),
-        pa.field("value", pa.float64()),
-        pa.field("seed", pa.int32()),
-        # where the scored model was trained (migration 007): NULL for the untuned baseline, the row's
-        # own dataset for a run scored on its data, another one for a cross-dataset cell
-        pa.field("trained_on", pa.string()),
-    ]
-)
-# What a trainer writes to runs/<run_id>/train_steps.parquet and train_evals.parquet (the
-# warehouse tables of migration 004 add run_id); defined with the other schemas.
-TRAIN_STEPS_SCHEMA = TRAIN_STEPS
-TRAIN_EVALS_SCHEMA = TRAIN_EVALS
 # What publish accepts as a training log: Arrow table, Parquet path, or rows.
 TrainLog = Union[pa.Table, str, os.PathLike, Iterable[Mapping[str, Any]], None]
 RUN_FIELDS = (
@@ -107,6 +84,15 @@ def discover_migrations(directory: Path | None = None) -> list[Migration]:
             raise WarehouseError(f"{p}: migration number {v:03d} is also used by {found[v].path.name}")
         found[v] = Migration(v, p.stem, p)
     return [found[v] for v in sorted(found)]
+
+
+@contextlib.contextmanager
+def _refused_rows() -> Iterator[None]:
+    """Rows that do not fit their table are the warehouse's refusal too: one error type for its callers."""
+    try:
+        yield
+    except TableError as e:
+        raise WarehouseError(str(e)) from e
 
 
 def _sql_str(s: str | os.PathLike) -> str:
@@ -225,7 +211,8 @@ class Warehouse:
 
     # -- schema ------------------------------------------------------------------------
     def migrate(self) -> list[int]:
-        """Apply pending migrations in order (idempotent); returns the versions applied now."""
+        """Apply pending migrations in order (idempotent), then :func:`sync_metric_direction`; returns the
+        versions applied now."""
         migrations = discover_migrations(self.migrations_dir)
         applied_now: list[int] = []
         with self.connect() as con:
@@ -251,6 +238,7 @@ class Warehouse:
             views = self.migrations_dir.parent / "views.sql"  # beside the migrations it builds on
             if views.exists():
                 con.execute(views.read_text(encoding="utf-8"))
+            sync_metric_direction(con)
         return applied_now
 
     def schema_versions(self) -> list[tuple[int, str]]:
@@ -299,13 +287,14 @@ class Warehouse:
         run_row[RUN_FIELDS.index("params")] = _json(run.get("params"))
         run_row[RUN_FIELDS.index("data_fingerprints")] = _json(run.get("data_fingerprints"))
         run_row[RUN_FIELDS.index("status")] = run.get("status") or "completed"
-        mtable = metrics_table(metrics, run_id=run_id)
+        with _refused_rows():
+            mtable = metrics_table(metrics, run_id=run_id)
+            logs = {"train_steps": train_log_table(train_steps, TRAIN_STEPS_SCHEMA, "train_steps", run_id),
+                    "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id),
+                    "benchmarks": train_log_table(benchmarks, BENCHMARKS, "benchmarks", run_id)}
         arts = [[run_id if a.get("run_id") is None else a["run_id"], a.get("kind"),
                  None if a.get("path") is None else str(a["path"]), a.get("rows"), a.get("sha256")]
                 for a in artifacts]
-        logs = {"train_steps": train_log_table(train_steps, TRAIN_STEPS_SCHEMA, "train_steps", run_id),
-                "train_evals": train_log_table(train_evals, TRAIN_EVALS_SCHEMA, "train_evals", run_id),
-                "benchmarks": train_log_table(benchmarks, BENCHMARKS, "benchmarks", run_id)}
         model_row = None
         if model:
             if model.get("run_id") not in (None, run_id):
@@ -352,7 +341,8 @@ class Warehouse:
 
     def add_metrics(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append metric rows (same validation as :meth:`publish`: ``task`` is required)."""
-        table = metrics_table(rows, run_id=run_id)
+        with _refused_rows():
+            table = metrics_table(rows, run_id=run_id)
         with self.transaction() as con:
             _insert_arrow(con, "metrics", table)
         return table.num_rows
@@ -388,120 +378,25 @@ def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) ->
         con.unregister("_new_rows")
 
 
-def _describe_row(r: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={r.get(k)!r}" for k in ("dataset", "method", "representation", "clustering", "metric")
-                     if r.get(k) is not None)
+def sync_metric_direction(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Make ``metric_direction`` hold each declared metric's direction
+    (:func:`eventatlas.evaluation.metric_specs.direction_rows`), in one transaction; returns the metrics
+    written. Migrations 002, 005 and 006 seeded the table by hand; the spec table is the declaration now,
+    so a new metric needs no migration. Rows of undeclared metrics are left alone; nothing is written when
+    the table already agrees (so read-mostly callers do not rewrite it)."""
+    from ..evaluation.metric_specs import direction_rows
 
-
-def metrics_table(rows: Iterable[Mapping[str, Any]], run_id: str | None = None) -> pa.Table:
-    """Long-form metric rows (eventatlas.evaluation.base.METRIC_KEYS) -> Arrow table with the
-    warehouse column types. Refuses, naming the row: a missing or unknown ``task``, a missing
-    ``metric``/``dataset``, a non-numeric ``value``, a ``clustering`` in the old combined
-    ``<variant>/<algorithm>`` form."""
-    from ..evaluation.base import TASKS
-
-    cols: dict[str, list] = {n: [] for n in METRICS_SCHEMA.names}
-    for i, r in enumerate(rows):
-        task = r.get("task")
-        if task is None:
-            raise WarehouseError(f"metric row {i}: 'task' is required (one of {', '.join(TASKS)}); "
-                                 f"row: {_describe_row(r)}")
-        if task not in TASKS:
-            raise WarehouseError(f"metric row {i}: unknown task {task!r} (known: {', '.join(TASKS)}); "
-                                 f"row: {_describe_row(r)}")
-        if not r.get("metric") or not r.get("dataset"):
-            raise WarehouseError(f"metric row {i}: 'metric' and 'dataset' are required; row: {_describe_row(r)}")
-        clus = r.get("clustering")
-        if isinstance(clus, str) and "/" in clus:
-            raise WarehouseError(f"metric row {i}: clustering {clus!r} must be an algorithm name; put the rest in "
-                                 f"'variant' (clustering={split_legacy_clustering(clus)[0]!r}, "
-                                 f"variant={split_legacy_clustering(clus)[1]!r}); row: {_describe_row(r)}")
-        for n in METRICS_SCHEMA.names:
-            v = r.get(n)
-            if n == "run_id" and v is None:
-                v = run_id
-            if n == "value" and v is not None:
-                try:
-                    v = float(v)
-                except (TypeError, ValueError):
-                    raise WarehouseError(f"metric row {i}: value {v!r} is not a number ({dict(r)})") from None
-            cols[n].append(v)
-    return pa.Table.from_pydict(cols, schema=METRICS_SCHEMA)
-
-
-# Clustering values that never named an algorithm in the old combined column.
-_LEGACY_VARIANTS = ("perfect", "stopping")
-
-
-def split_legacy_clustering(text: str | None) -> tuple[str | None, str | None]:
-    """The old combined ``clustering`` text -> (clustering, variant), as migration 003 backfills.
-
-    ``attn_dot/manifold`` -> (manifold, attn_dot); ``untuned:ft/affinity`` -> (affinity, untuned:ft);
-    ``ensemble3:attn_cos/agglomerative`` -> (agglomerative, ensemble3:attn_cos); ``perfect`` ->
-    (None, perfect); ``agglomerative`` -> (agglomerative, None). Split at the last ``/``.
-    """
-    if text is None:
-        return None, None
-    if text in _LEGACY_VARIANTS:
-        return None, text
-    if "/" in text:
-        variant, _, algo = text.rpartition("/")
-        return algo or None, variant or None
-    return text or None, None
-
-
-def legacy_task(metric: str) -> str:
-    """The task of a metric row written before rows carried one (migration 003's rule)."""
-    if metric.startswith("naming_"):
-        return "naming"
-    if metric.startswith("linking_"):
-        return "linking"
-    if metric.startswith("stop_epoch_"):
-        return "training"
-    return "induction"
-
-
-def legacy_metric_keys(clustering: str | None, metric: str) -> dict[str, str | None]:
-    """``task``, ``clustering``, ``variant`` of an old-style row (clustering text, metric name)."""
-    algo, variant = split_legacy_clustering(clustering)
-    return {"task": legacy_task(metric), "clustering": algo, "variant": variant}
-
-
-def train_log_table(data: Any, schema: pa.Schema, what: str, run_id: str | None = None) -> pa.Table | None:
-    """A training log (Arrow table, Parquet path or list of dicts) checked against ``schema``;
-    with ``run_id`` the result gains a leading run_id column (the warehouse table's layout)."""
-    if data is None:
-        return None
-    src = f"{what} ({data})" if isinstance(data, (str, os.PathLike)) else what
-    if isinstance(data, (str, os.PathLike)):
-        import pyarrow.parquet as pq
-
-        if not Path(data).exists():
-            raise WarehouseError(f"{src}: file not found")
-        table = pq.read_table(data)
-    elif isinstance(data, pa.Table):
-        table = data
-    else:
-        rows = [dict(r) for r in data]
-        extra = sorted({k for r in rows for k in r} - set(schema.names))
-        if extra:
-            raise WarehouseError(f"{src}: unexpected columns {extra}; expected {schema.names}")
-        # missing keys become nulls (the null check below still guards required columns)
-        table = pa.Table.from_pylist(rows, schema=pa.schema([f.with_nullable(True) for f in schema]))
-    missing = [n for n in schema.names if n not in table.column_names]
-    extra = [n for n in table.column_names if n not in schema.names]
-    if missing or extra:
-        raise WarehouseError(f"{src}: columns must be exactly {schema.names}"
-                             + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
-    table = table.select(schema.names)
-    for f in schema:
-        if not f.nullable and table.column(f.name).null_count:
-            raise WarehouseError(f"{src}: column {f.name!r} has {table.column(f.name).null_count} null value(s)")
-    try:
-        table = table.cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise WarehouseError(f"{src}: columns do not fit {schema}: {e}") from None
-    if run_id is not None:
-        table = table.add_column(0, pa.field("run_id", pa.string(), nullable=False),
-                                 pa.array([run_id] * table.num_rows, pa.string()))
-    return table
+    if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'metric_direction' AND schema_name = 'main' "
+                       "AND database_name = current_database()").fetchall():
+        return []  # a migrations directory without 002 (tests of old warehouses)
+    have = dict(con.execute("SELECT metric, higher_is_better FROM metric_direction").fetchall())
+    todo = [(m, hib) for m, hib in direction_rows() if have.get(m) is not hib]
+    if todo:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.executemany("INSERT OR REPLACE INTO metric_direction (metric, higher_is_better) VALUES (?, ?)", todo)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+    return [m for m, _ in todo]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..escaping import html_text, script_json
 from ..io import atomic_path
-from .escaping import html_text, script_json
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>eventatlas atlas</title>
