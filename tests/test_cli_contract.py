@@ -102,7 +102,8 @@ def test_methods_shows_types_with_allowed_values_and_defaults():
                        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = [ln.strip() for ln in r.stdout.splitlines()]
-    assert "k_seen: int | None = None  (most frequent types held out as seen (default: protocol, 10))" in lines
+    assert ("k_seen: int | None = None  (most frequent types held out as seen (default: the method's; 0: none, "
+            "e.g. frames as clusters))") in lines
     assert "encoder.precision: 'auto' | 'fp32' | 'bf16' = 'auto'" in lines  # a nested config's key, Literal choices
     assert any(ln.startswith("representations: list of ('sentence' | 'trigger' | 'mask' | 'mix' | 'window4') | None")
                for ln in lines)
