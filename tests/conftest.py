@@ -39,3 +39,21 @@ def eventatlas_env(tmp_path, monkeypatch):
     monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("EVENTATLAS_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     return tmp_path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _reject_reasons_are_declared():
+    """Every reject a test makes a reader or builder write uses a reason from ``eventatlas.reasons`` (the
+    reasons computed at run time included, which the source scan in test_reject_reasons.py cannot see)."""
+    from eventatlas import io
+    from eventatlas.reasons import REJECT_REASONS
+
+    original = io.Rejects.add
+
+    def add(self, source, location, reason, *args, **kwargs):
+        assert reason in REJECT_REASONS, f"reject reason {reason!r} is not declared in eventatlas/reasons.py"
+        return original(self, source, location, reason, *args, **kwargs)
+
+    io.Rejects.add = add
+    yield
+    io.Rejects.add = original

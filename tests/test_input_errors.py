@@ -182,7 +182,7 @@ def test_table_cells_are_printed_literally(capsys):
     assert "[instance, ...]" in out and "[red]x[/red]" in out
 
 
-def test_value_of_wrong_type_in_a_row_is_a_bad_value_reject(eventatlas_env, tmp_path):
+def test_value_of_wrong_type_in_a_row_is_a_bad_field_reject(eventatlas_env, tmp_path):
     """Found by the fuzz test: a frame element named by a number reached the Arrow writer and failed the
     whole ingest at commit; now the row is dropped with a reject naming the mention."""
     lines = [json.loads(x) for x in (SAMPLES / "framenet_jsonl" / "fulltext_sample_train.jsonl").read_text().splitlines()]
@@ -190,6 +190,6 @@ def test_value_of_wrong_type_in_a_row_is_a_bad_value_reject(eventatlas_env, tmp_
     f = tmp_path / "fulltext_train.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     m = ingest("framenet_jsonl", f, dataset="fj", progress=False)
-    assert m["rejects"] == {"bad_value": 1} and m["rows"]["mentions"] == len(lines) - 1
+    assert m["rejects"] == {"bad_field": 1} and m["rows"]["mentions"] == len(lines) - 1
     r = _rejects("fj")[0]
     assert r["source"] == str(f) and r["location"].startswith("mentions mention_id ") and "ArrowTypeError" in r["detail"]

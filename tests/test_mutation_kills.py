@@ -76,13 +76,13 @@ def test_failed_dataset_write_keeps_the_previous_version_and_leaves_no_temp_file
 
 def test_rejects_keep_source_reason_default_detail_and_truncate_raw():
     r = Rejects("ds", limit_raw=10)
-    r.add(Path("/data/x.jsonl"), 3, "bad_value", raw={"é": "ü" * 20})
-    r.add(None, None, "bad_value", detail="why", raw="short")
+    r.add(Path("/data/x.jsonl"), 3, "bad_field", raw={"é": "ü" * 20})
+    r.add(None, None, "bad_field", detail="why", raw="short")
     t = r.table().to_pylist()
     assert t[0]["source"] == "/data/x.jsonl" and t[0]["location"] == "3" and t[0]["detail"] == ""
     assert t[0]["raw"] == '{"é": "üüü' and len(t[0]["raw"]) == 10  # UTF-8 kept, cut at limit_raw
     assert t[1]["source"] is None and t[1]["location"] is None and t[1]["raw"] == "short"
-    assert r.counts() == {"bad_value": 2} and len(r) == 2 and set(t[0]) == set(TABLES["rejects"].names)
+    assert r.counts() == {"bad_field": 2} and len(r) == 2 and set(t[0]) == set(TABLES["rejects"].names)
 
 
 def test_rows_that_do_not_fit_go_to_on_bad_row_with_their_table_and_the_rest_land(tmp_path):
@@ -108,7 +108,7 @@ def test_default_batch_is_50000_rows_and_default_raw_limit_500_chars(tmp_path):
     assert w.rows == 50_000
     w.abort()
     r = Rejects("ds")
-    r.add(None, None, "x", raw="y" * 600)
+    r.add(None, None, "bad_field", raw="y" * 600)
     assert len(r.rows[0]["raw"]) == 500
 
 

@@ -71,7 +71,7 @@ def test_bad_lines_are_rejected_with_line_numbers(tmp_path):
     p = tmp_path / "hard.txt"
     p.write_text("a | b | c | d | e | f | g | h | i | j | k | l\na | b | c\n1 x y z x y w 3\n", encoding="utf-8")
     rows, r, _ = collect(hard_similarity, p)
-    assert len(rows) == 2 and [(x["location"], x["reason"]) for x in r.rows] == [("line 2", "bad_fields"), ("line 3", "bad_fields")]
+    assert len(rows) == 2 and [(x["location"], x["reason"]) for x in r.rows] == [("line 2", "bad_record"), ("line 3", "bad_record")]
     t = tmp_path / "trans.txt"
     t.write_text("a | b | c | d | e | f | high\na | b | c | d | e | f | 2.5\n", encoding="utf-8")
     rows, r, _ = collect(transitive_similarity, t)

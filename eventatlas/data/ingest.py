@@ -263,7 +263,7 @@ def _write(name, reader, path, out, dataset, rejects, stats, progress, prev, all
     rows: dict[str, int] = {}
     def bad_row(table: str, row: dict, err: Exception) -> None:  # a value of the wrong type reached a table
         key = next((f"{k} {row[k]!r}" for k in ("mention_id", "doc_id", "type_id") if row.get(k) is not None), "a row")
-        rejects.add(row.get("source") if table == "documents" else path, f"{table} {key}", "bad_value",
+        rejects.add(row.get("source") if table == "documents" else path, f"{table} {key}", "bad_field",
                     f"{type(err).__name__}: {err}", str(row)[:300])
         rows[table] -= 1
 

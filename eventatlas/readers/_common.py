@@ -320,7 +320,7 @@ def token_event_span(rejects: Rejects, source: Any, location: str, event: Any, s
         rejects.add(source, location, "missing_field", f"event lacks {', '.join(miss)}", event)
         return None
     if not is_label(event["event_type"]):
-        rejects.add(source, location, "bad_record", f"event_type {event['event_type']!r} is not a type name", event)
+        rejects.add(source, location, "bad_field", f"event_type {event['event_type']!r} is not a type name", event)
         return None
     s, t = event["start"], event["end"]
     if not (isinstance(s, int) and isinstance(t, int) and 0 <= s < t <= len(spans)):

@@ -67,7 +67,7 @@ def read_hard(path, *, dataset: str = "hard_similarity", rejects: Rejects, stats
             if "|" in line:
                 fields = [x.strip() for x in line.split("|")]
                 if len(fields) != 12 or not all(fields):
-                    rejects.add(f, f"line {n}", "bad_fields", f"expected 12 non-empty ' | ' fields, got {len(fields)}", line)
+                    rejects.add(f, f"line {n}", "bad_record", f"expected 12 non-empty ' | ' fields, got {len(fields)}", line)
                     continue
                 e = [_svo(*fields[i : i + 3]) for i in range(0, 12, 3)]
                 block = f"{f.stem}:{n}"
@@ -77,7 +77,7 @@ def read_hard(path, *, dataset: str = "hard_similarity", rejects: Rejects, stats
                 continue
             parts = line.split()
             if not _NUM_LINE.match(line) or len(parts) != 8 or parts[7] not in ("1", "2"):
-                rejects.add(f, f"line {n}", "bad_fields", "expected '<n> s v o s v o LABEL' with LABEL 1 or 2", line)
+                rejects.add(f, f"line {n}", "bad_record", "expected '<n> s v o s v o LABEL' with LABEL 1 or 2", line)
                 continue
             pending.append((n, _svo(*parts[1:4]), _svo(*parts[4:7]), int(parts[7])))
             if len(pending) == 2:
@@ -96,7 +96,7 @@ def read_transitive(path, *, dataset: str = "transitive_similarity", rejects: Re
                 continue
             fields = [x.strip() for x in line.split("|")]
             if len(fields) != 7 or not all(fields[:6]):
-                rejects.add(f, f"line {n}", "bad_fields", f"expected 7 ' | ' fields, got {len(fields)}", line)
+                rejects.add(f, f"line {n}", "bad_record", f"expected 7 ' | ' fields, got {len(fields)}", line)
                 continue
             try:
                 score = float(fields[6])
@@ -141,7 +141,7 @@ def read_mcnc(path, *, dataset: str = "mcnc", rejects: Rejects, stats: dict | No
             else:
                 fields = tok.split("|")
                 if len(fields) != 3:
-                    rejects.add(f, f"line {n}", "bad_fields", f"expected subj|pred|obj, got {len(fields)} fields", line)
+                    rejects.add(f, f"line {n}", "bad_record", f"expected subj|pred|obj, got {len(fields)} fields", line)
                     continue
                 {"context": ctx, "holdout": hold, "neg": negs}[state].append(_svo(*fields))
         if ctx or hold or negs:
