@@ -81,7 +81,8 @@ GROUPS: dict[str, Group] = {
                           *("eventatlas/experiments/run.py::" + f for f in (
                               "check_run", "Lock.__init__", "Lock.acquire", "Lock.release", "_reuse",
                               "_after_others"))),
-                         ("tests/test_experiment_guards.py", "tests/test_experiments.py")),
+                         ("tests/test_experiment_guards.py", "tests/test_experiments.py",
+                          "tests/test_experiment_messages.py")),
     # the loading path of saved models
     "savedmodels": Group(tuple("eventatlas/modeling/saved.py::" + f for f in (
                              "read_model", "_check_inside", "bad_run_ref", "resolve_ref", "_find")),
