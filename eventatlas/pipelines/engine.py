@@ -113,7 +113,8 @@ def run_grid(jobs: list[Job], execute: Execute, publish: Callable[[list[str]], d
         out.failed += res.get("failed", [])
         out.skipped += res.get("skipped", [])
         done = set(res.get("from_queue", ()))
-        out.queued = [q for q in out.queued if q not in done] + [q for q in res.get("queued", ()) if q not in out.queued]
+        out.queued = [q for q in out.queued if q not in done] + [q for q in res.get("queued", ())
+                                                                  if q not in out.queued]
     return out
 
 

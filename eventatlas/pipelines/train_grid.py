@@ -7,14 +7,15 @@ from typing import Any
 from .engine import Engine, Job
 
 
-def plan(methods: list[str], datasets: list[str] | None) -> list[tuple[str, str]]:
+def plan(methods: list[str], datasets: list[str] | None,
+         available: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """(method, dataset) cells: the named datasets, else every ingested dataset whose kinds the method's
-    spec applies to."""
+    spec applies to (``available``: the ingested manifests, when the caller has read them already)."""
     from .. import config
     from ..data import ingested
     from ..methods import get_spec
 
-    available = ingested()
+    available = ingested() if available is None else available
     if datasets:
         missing = [d for d in datasets if d not in available]
         if missing:
@@ -45,7 +46,7 @@ def jobs_of(methods: list[str], datasets: list[str] | None, seeds: list[int],
     available = ingested()
     return [{"method": method, "dataset": name, "seed": seed, "params": (params or {}).get(method, {}),
              "dataset_dir": str(available[name].path), "device": device, "resume": resume}
-            for method, name in plan(methods, datasets) for seed in seeds]
+            for method, name in plan(methods, datasets, available) for seed in seeds]
 
 
 def train_all(datasets: list[str] | None = None, methods: list[str] | None = None, seeds: list[int] | None = None,
