@@ -1,4 +1,4 @@
-"""What the scripts' ``--smoke`` modes share (a helper module, not a script: tests/test_scripts_smoke.py runs
+"""What the scripts' ``--smoke`` modes share (a helper module, not a script: tests/project/test_scripts_smoke.py runs
 every ``scripts/*.py`` and ``benchmarks/*.py`` except names starting with ``_``)."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def grounding_run(dataset_dir: Path, scratch: Path, variants: list[str], *, cros
     from eventatlas.run.runner import run_method
 
     sys.path.insert(0, str(REPO / "tests"))
-    from tiny_models import tiny_bert  # the tests' tiny model: one definition of it
+    from support.tiny_models import tiny_bert  # the tests' tiny model: one definition of it
 
     texts = pq.read_table(Path(dataset_dir) / "mentions.parquet", columns=["sentence"])["sentence"].to_pylist()
     texts += [f"{r['name']} {r['definition']}" for r in pq.read_table(Path(dataset_dir) / "event_types.parquet").to_pylist()]

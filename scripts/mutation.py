@@ -45,33 +45,33 @@ class Group(NamedTuple):
 
 
 _WH = "eventatlas/store/warehouse.py::"
-_EDGES = "tests/test_evaluation_edges.py"
+_EDGES = "tests/evaluation/test_evaluation_edges.py"
 GROUPS: dict[str, Group] = {
     "http": Group(("eventatlas/wiki/http.py",),
-                  ("tests/test_wiki_http.py", "tests/test_wiki_http_hardening.py", "tests/test_wiki_http_limits.py",
-                   "tests/test_mutation_kills.py")),
+                  ("tests/wiki/test_wiki_http.py", "tests/wiki/test_wiki_http_hardening.py", "tests/wiki/test_wiki_http_limits.py",
+                   "tests/project/test_mutation_kills.py")),
     "io": Group(("eventatlas/io.py",),
-                ("tests/test_readers_common.py", "tests/test_ingest.py", "tests/test_ingest_guards.py",
-                 "tests/test_readers_zip.py", "tests/test_mutation_kills.py", "tests/test_crash_consistency.py")),
+                ("tests/readers/test_readers_common.py", "tests/data/test_ingest.py", "tests/data/test_ingest_guards.py",
+                 "tests/readers/test_readers_zip.py", "tests/project/test_mutation_kills.py", "tests/training/test_crash_consistency.py")),
     # of the warehouse only the publish path: connect, transaction, publish and the row checks publish calls
     "publish": Group(("eventatlas/store/publishing.py",
                       *(_WH + f for f in ("Warehouse.connect", "Warehouse.transaction", "Warehouse.publish",
                                           "_refused_rows", "_insert_arrow", "_lock_holder", "_json")),
                       *("eventatlas/tracking/tables.py::" + f for f in ("metrics_table", "train_log_table"))),
-                     ("tests/test_warehouse.py", "tests/test_busy_warehouse.py", "tests/test_mutation_kills.py",
-                      "tests/test_crash_consistency.py")),
-    "metrics": Group(("eventatlas/evaluation/metrics.py",), ("tests/test_metrics.py", _EDGES)),
-    "clustering": Group(("eventatlas/evaluation/clustering.py",), ("tests/test_evaluation.py", _EDGES)),
-    "retrieval": Group(("eventatlas/evaluation/retrieval.py",), ("tests/test_evaluation.py", _EDGES)),
+                     ("tests/store/test_warehouse.py", "tests/store/test_busy_warehouse.py", "tests/project/test_mutation_kills.py",
+                      "tests/training/test_crash_consistency.py")),
+    "metrics": Group(("eventatlas/evaluation/metrics.py",), ("tests/evaluation/test_metrics.py", _EDGES)),
+    "clustering": Group(("eventatlas/evaluation/clustering.py",), ("tests/evaluation/test_evaluation.py", _EDGES)),
+    "retrieval": Group(("eventatlas/evaluation/retrieval.py",), ("tests/evaluation/test_evaluation.py", _EDGES)),
     "nnchain": Group(("eventatlas/cluster/nnchain.py",),
-                     ("tests/test_cluster_scale.py", "tests/test_cluster_nnchain_edges.py")),
-    "sqlguard": Group(("eventatlas/store/sql_session.py",), ("tests/test_sql_readonly.py",)),
+                     ("tests/cluster/test_cluster_scale.py", "tests/cluster/test_cluster_nnchain_edges.py")),
+    "sqlguard": Group(("eventatlas/store/sql_session.py",), ("tests/store/test_sql_readonly.py",)),
     # of the atlas only building, part ownership, linking and reading assignments (its tests are slow)
     "atlas": Group(("eventatlas/atlas/build.py::build", "eventatlas/atlas/build.py::_link_inventory",
                     "eventatlas/atlas/build.py::write_record", "eventatlas/atlas/link.py::gold_mapping",
                     "eventatlas/atlas/link.py::link_pair", "eventatlas/atlas/links.py",
                     "eventatlas/atlas/inventory.py::read_assignments", "eventatlas/escaping.py"),
-                   ("tests/test_atlas_hardening.py", "tests/test_atlas.py", "tests/test_page_escaping.py")),
+                   ("tests/atlas/test_atlas_hardening.py", "tests/atlas/test_atlas.py", "tests/atlas/test_page_escaping.py")),
     # the guards: loading and checking a spec, checking and locking a run, reusing finished cells
     "experiments": Group(("eventatlas/tracking/runinfo.py::check_seeds",
                           *("eventatlas/experiments/spec.py::" + f for f in (
@@ -81,13 +81,13 @@ GROUPS: dict[str, Group] = {
                           *("eventatlas/experiments/run.py::" + f for f in (
                               "check_run", "Lock.__init__", "Lock.acquire", "Lock.release", "_reuse",
                               "_after_others"))),
-                         ("tests/test_experiment_guards.py", "tests/test_experiments.py",
-                          "tests/test_experiment_messages.py")),
+                         ("tests/experiments/test_experiment_guards.py", "tests/experiments/test_experiments.py",
+                          "tests/experiments/test_experiment_messages.py")),
     # the loading path of saved models
     "savedmodels": Group(tuple("eventatlas/modeling/saved.py::" + f for f in (
                              "read_model", "_check_inside", "bad_run_ref", "resolve_ref", "_find")),
-                         ("tests/test_paths_and_models.py", "tests/test_saved_models.py",
-                          "tests/test_saved_model_refs.py")),
+                         ("tests/modeling/test_paths_and_models.py", "tests/modeling/test_saved_models.py",
+                          "tests/modeling/test_saved_model_refs.py")),
 }
 
 

@@ -247,7 +247,7 @@ def _command_name() -> str:
 
 
 SUMMARY_WIDTH = 100
-# the README's first SQL example (tests/test_demo_cli.py holds them equal)
+# the README's first SQL example (tests/cli/test_demo_cli.py holds them equal)
 DEMO_SQL = ("SELECT method, task, dataset, metric, round(100 * max(best), 1) AS best FROM leaderboard WHERE metric IN "
             "('ari', 'map', 'hard_sim_acc', 'mcnc_acc', 'recall_at_min') GROUP BY ALL ORDER BY ALL")
 

@@ -38,7 +38,7 @@ A class satisfying :class:`WikiBackend`:
 
 All ``wikitext`` is the raw current revision text. Titles in :class:`Page` are
 normalised with :func:`normalize_title`. The fixture world both backends serve is
-``tests/wiki_world/world.py`` (``build_world()``; ``write_dumps(world, dir)`` writes
+``tests/support/wiki_world/world.py`` (``build_world()``; ``write_dumps(world, dir)`` writes
 it as dump files).
 """
 from __future__ import annotations

@@ -197,7 +197,7 @@ def read_categorylinks(path: str | Path) -> dict[int, list[str]]:
 
 
 class DumpBackend:
-    """Backend over dump files laid out as ``tests/wiki_world/world.write_dumps`` returns them:
+    """Backend over dump files laid out as ``tests/support/wiki_world/world.write_dumps`` returns them:
 
     ``{"wikidata": path | [paths], "wikipedia": {lang: {"xml", "index"}}, "wikinews": {lang: {"xml", "categorylinks"}},
     "dates": {...}}``.

@@ -1,0 +1,61 @@
+"""What an experiment run says and leaves behind, line by line (hand-made cells, no training)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventatlas.experiments import ExperimentError, load
+from eventatlas.experiments.run import CellRun, Lock, _after_others, _reuse, check_run
+
+BASE = Path(__file__).resolve().parents[2] / "experiments" / "untuned_baselines.yaml"
+
+
+def test_a_bad_declared_seed_list_is_named_as_the_declarations(eventatlas_env):
+    exp = load(str(BASE))
+    exp.seeds = [3, 3]  # past the loader's own check: check_run is the last guard before any cell
+    with pytest.raises(ExperimentError) as e:
+        check_run(exp)
+    assert str(e.value) == f"{exp.source}: seeds: a seed repeats (3, 3)"
+    with pytest.raises(ExperimentError) as e:
+        check_run(exp, seeds=[1, 1])
+    assert str(e.value) == f"{exp.source}: --seeds: a seed repeats (1, 1)"
+
+
+def test_a_lock_never_taken_is_let_go_quietly(eventatlas_env):
+    lock = Lock("cells", "never-taken")
+    lock.release()  # nothing held: nothing to close
+    assert lock.acquire(wait=False) and lock.path.exists()
+    other = Lock("cells", "never-taken")
+    assert not other.acquire(wait=False)  # held (flock is per open file, so even in this process)
+    lock.release()
+    assert other.acquire(wait=False)  # let go: the next one takes it
+    other.release()
+    lock.release()
+
+
+def _cells(n: int) -> list[CellRun]:
+    return [CellRun(f"c{i:02d}", 0, {"method": "m", "dataset": "d", "seed": 0}, f"m-d-s0-{i:02d}",
+                    lock=Lock("cells", f"m-d-s0-{i:02d}")) for i in range(n)]
+
+
+@pytest.mark.parametrize("n, more", [(20, False), (21, True)])
+def test_the_waiting_line_lists_twenty_cells_then_says_there_are_more(eventatlas_env, n, more):
+    said: list[str] = []
+    ran = _after_others(_cells(n), lambda jobs: [None] * len(jobs), "train", True, said.append, lambda recs: None)
+    line = said[0]
+    assert line.startswith(f"train: waiting for {n} cell run(s) that another run is running: c00 seed 0, ")
+    assert line.endswith("c19 seed 0 ...") if more else line.endswith("c19 seed 0")
+    assert len(ran) == n and all(c.status == "lost (no run record)" for c in ran)
+
+
+def test_a_reused_cell_says_how_to_run_it_again(eventatlas_env, monkeypatch):
+    from eventatlas.experiments import run as R
+
+    monkeypatch.setattr(R, "finished_run", lambda prefix: ("m-d-s0-00-20260101T000000-aaaa", None, True))
+    said: list[str] = []
+    (cr,) = _cells(1)
+    assert _reuse(cr, said.append, lambda recs: None)
+    assert said == ["cell c00 seed 0: reused run m-d-s0-00-20260101T000000-aaaa (same method, config, data and "
+                    "code version; --rerun runs it again)"]
+    assert cr.reused and cr.status == "completed" and cr.run_id == "m-d-s0-00-20260101T000000-aaaa"
