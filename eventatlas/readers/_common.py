@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from ..io import Rejects, stable_id
@@ -116,6 +116,35 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         yield n, parse_json(line, path, n)
+
+
+def jsonl_items(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
+    """``(location, record)`` of every line of a JSON-lines file, for :func:`records`."""
+    for n, obj in iter_jsonl(path):
+        yield f"line {n}", obj
+
+
+def list_items(items: Sequence[Any], key: str = "") -> Iterator[tuple[str, Any]]:
+    """``(location, record)`` of every element of a JSON list (``key[i]``), for :func:`records`."""
+    for i, obj in enumerate(items):
+        yield f"{key}[{i}]", obj
+
+
+def records(rejects: Rejects, source: Any, items: Iterable[tuple[str, Any]], what: str,
+            required: Sequence[str]) -> Iterator[tuple[str, dict]]:
+    """The readers' one record loop: each ``(location, record)`` of ``source`` that is an object with every
+    ``required`` field set; anything else is a reject naming source and location (``bad_record`` for a
+    non-object, ``missing_field`` naming the fields), so no reader words these rejects its own way.
+    The caller runs each record's body under :func:`record_guard`."""
+    for loc, obj in items:
+        if not isinstance(obj, dict):
+            rejects.add(source, loc, "bad_record", f"{what} is {type(obj).__name__}, expected an object", str(obj)[:300])
+            continue
+        miss = require(obj, required)
+        if miss:
+            rejects.add(source, loc, "missing_field", f"{what} lacks {', '.join(miss)}", str(obj)[:300])
+            continue
+        yield loc, obj
 
 
 def load_json(path: str | os.PathLike) -> Any:

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ..errors import InputError
 from ..io import Rejects
-from ._common import MentionDedup, bump, check_span, iter_jsonl, mention_row, record_guard, require
+from ._common import bump, check_span, jsonl_items, mention_row, MentionDedup, record_guard, records
 from .framenet import sentence_doc_id
 
 DEFAULT_DATASET = "framenet_fulltext"
@@ -34,13 +34,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict 
     docs: set[str] = set()
     for f in files:
         split = _split(f)
-        for n, obj in iter_jsonl(f):
-            loc = f"line {n}"
+        for loc, obj in records(rejects, f, jsonl_items(f), "annotation", ("text", "target", "frame")):
             with record_guard(rejects, f, loc, obj):
-                miss = require(obj, ("text", "target", "frame"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"annotation lacks {', '.join(miss)}", obj)
-                    continue
                 text, tgt = obj["text"], obj["target"]
                 if not (isinstance(tgt, list) and len(tgt) == 2 and all(isinstance(x, int) for x in tgt)):
                     rejects.add(f, loc, "bad_offsets", f"target {tgt!r} is not [start, end)", obj)

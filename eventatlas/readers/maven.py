@@ -18,8 +18,8 @@ from typing import Iterator
 
 from ..errors import InputError
 from ..io import Rejects
-from ._common import (DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, record_guard,
-                      require, sentence_and_spans)
+from ._common import (DocumentIds, MentionDedup, bump, check_span, dumps, is_label, jsonl_items, load_json, mention_row, record_guard,
+                      records, require, sentence_and_spans)
 
 DEFAULT_DATASET = "maven"
 ONTOLOGY = "MAVEN"
@@ -55,13 +55,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
     types: dict[str, int | None] = {}
     doc_ids = DocumentIds()
     for f, split in _files(path):
-        for n, doc in iter_jsonl(f):
-            loc = f"line {n}"
+        for loc, doc in records(rejects, f, jsonl_items(f), "document", ("id", "content")):
             with record_guard(rejects, f, loc, doc):
-                miss = require(doc, ("id", "content"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
-                    continue
                 doc_id = str(doc["id"])
                 if doc_ids.repeated(rejects, f, loc, doc_id, doc):
                     continue

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from ..errors import InputError
 from ..io import Rejects
-from ._common import bump, is_label, join_tokens, load_json, mention_row, record_guard, require, token_event_span
+from ._common import bump, is_label, join_tokens, list_items, load_json, mention_row, record_guard, records, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_fewshot"
@@ -58,13 +58,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
                 rejects.add(f, key, "bad_record", f"expected a list of instances under {key!r}, got {type(insts).__name__}",
                             str(insts)[:300])
                 continue
-            for ii, inst in enumerate(insts):
-                loc = f"{key}[{ii}]"
+            for loc, inst in records(rejects, f, list_items(insts, key), "instance", ("id", "tokens", "events")):
                 with record_guard(rejects, f, loc, inst):
-                    miss = require(inst, ("id", "tokens", "events"))
-                    if miss:
-                        rejects.add(f, loc, "missing_field", f"instance lacks {', '.join(miss)}", inst)
-                        continue
                     bump(stats, "instances")
                     doc_id = str(inst["id"])
                     sentence, spans = join_tokens(inst["tokens"])

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from ..errors import InputError
 from ..io import Rejects
-from ._common import MentionDedup, bump, join_tokens, load_json, mention_row, record_guard, require, token_event_span
+from ._common import MentionDedup, bump, join_tokens, list_items, load_json, mention_row, record_guard, records, token_event_span
 from .maven import load_definitions
 
 DEFAULT_DATASET = "maven_sentences"
@@ -43,16 +43,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, definitions=
         data = load_json(f)
         if not isinstance(data, list):
             raise InputError(f, "top level", "expected a JSON list of {id, tokens, events} sentences")
-        for si, inst in enumerate(data):
-            loc = f"[{si}]"
+        for loc, inst in records(rejects, f, list_items(data), "sentence", ("id", "tokens", "events")):
             with record_guard(rejects, f, loc, inst):
-                if not isinstance(inst, dict):
-                    rejects.add(f, loc, "bad_record", f"expected an object, got {type(inst).__name__}", inst)
-                    continue
-                miss = require(inst, ("id", "tokens", "events"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"sentence lacks {', '.join(miss)}", inst)
-                    continue
                 if not isinstance(inst["tokens"], list) or not all(isinstance(t, str) for t in inst["tokens"]):
                     rejects.add(f, loc, "bad_tokens", "tokens must be a list of strings", inst.get("id"))
                     continue

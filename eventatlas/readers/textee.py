@@ -43,7 +43,8 @@ from typing import Any, Callable, Iterator
 from ..errors import InputError
 from ..io import Rejects
 from .ace2005 import TYPES as ACE_TYPES  # ACE definitions, for the ACE-family sets
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, iter_jsonl, mention_row, missing_trigger_fields, record_guard, require, sentence_and_spans
+from ._common import (DocumentIds, MentionDedup, bump, check_span, dumps, jsonl_items, mention_row, missing_trigger_fields, record_guard,
+                      records, sentence_and_spans)
 
 DEFAULT_DATASET = "textee"
 SPLIT_FILES = {"train.json": "train", "dev.json": "dev", "test.json": "test"}
@@ -118,9 +119,8 @@ class _Doc:
         self.windows: list[dict] = []
 
 
-def _window(rejects: Rejects, f: Path, n: int, rec: dict, stats: dict | None) -> dict | None:
+def _window(rejects: Rejects, f: Path, loc: str, rec: dict, stats: dict | None) -> dict | None:
     """A window's text, token spans and prepared events/entities/relations; None (and a reject) when unusable."""
-    loc = f"line {n}"
     toks = rec["tokens"]
     if not isinstance(toks, list) or not toks or not all(isinstance(t, str) for t in toks):
         rejects.add(f, loc, "bad_field", "tokens must be a non-empty list of strings", str(rec)[:300])
@@ -183,7 +183,7 @@ def _window(rejects: Rejects, f: Path, n: int, rec: dict, stats: dict | None) ->
              "args": [[a.get("role"), a.get("entity_id")] for a in r.get("arguments") or [] if isinstance(a, dict)]}
             for r in rec.get("relation_mentions") or [] if isinstance(r, dict)]
     return {"wnd_id": str(rec["wnd_id"]), "text": text, "lang": rec.get("lang") if isinstance(rec.get("lang"), str) else "en",
-            "events": events, "entities": ents, "relations": rels, "line": n}
+            "events": events, "entities": ents, "relations": rels}
 
 
 def _order(doc: _Doc) -> tuple[list[dict], str]:
@@ -238,14 +238,9 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
     n_windows = 0
     for f, split in files:
         cur: _Doc | None = None
-        for n, rec in iter_jsonl(f):
-            loc = f"line {n}"
+        for loc, rec in records(rejects, f, jsonl_items(f), "window", ("doc_id", "wnd_id", "tokens", "event_mentions")):
             done: _Doc | None = None  # the previous document, complete once another one starts
             with record_guard(rejects, f, loc, rec):
-                miss = require(rec, ("doc_id", "wnd_id", "tokens", "event_mentions"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"window lacks {', '.join(miss)}", str(rec)[:300])
-                    continue
                 doc_id, wnd_id = str(rec["doc_id"]), str(rec["wnd_id"])
                 if wnd_id in wnd_seen:
                     rejects.add(f, loc, "duplicate_window", f"window id {wnd_id!r} already read at {wnd_seen[wnd_id]}; this repeat is skipped", str(rec)[:300])
@@ -254,7 +249,7 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
                     if doc_ids.repeated(rejects, f, loc, doc_id, rec):  # names where its windows were read
                         continue
                     done, cur = cur, None
-                win = _window(rejects, f, n, rec, stats)
+                win = _window(rejects, f, loc, rec, stats)
                 if win is not None:
                     wnd_seen[wnd_id] = f"{f.name} {loc}"
                     if cur is None:

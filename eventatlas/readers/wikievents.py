@@ -21,7 +21,8 @@ from typing import Iterator
 
 from ..errors import InputError
 from ..io import Rejects
-from ._common import DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, load_json, mention_row, missing_trigger_fields, record_guard, require
+from ._common import (DocumentIds, MentionDedup, bump, check_span, dumps, is_label, iter_jsonl, jsonl_items, load_json, mention_row,
+                      missing_trigger_fields, record_guard, records)
 
 DEFAULT_DATASET = "wikievents"
 ONTOLOGY = "KAIROS"
@@ -62,13 +63,8 @@ def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, coref=None, 
         split = _split_of(f)
         cpath = Path(coref) if coref else f.parent / "coref" / f"{f.stem}.jsonlines"
         clusters = _load_coref(cpath) if cpath.exists() else {}
-        for n, doc in iter_jsonl(f):
-            loc = f"line {n}"
+        for loc, doc in records(rejects, f, jsonl_items(f), "document", ("doc_id", "tokens", "sentences", "event_mentions")):
             with record_guard(rejects, f, loc, doc):
-                miss = require(doc, ("doc_id", "tokens", "sentences", "event_mentions"))
-                if miss:
-                    rejects.add(f, loc, "missing_field", f"document lacks {', '.join(miss)}", str(doc)[:300])
-                    continue
                 doc_id = str(doc["doc_id"])
                 if doc_ids.repeated(rejects, f, loc, doc_id, doc):
                     continue

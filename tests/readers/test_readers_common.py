@@ -69,3 +69,22 @@ def test_doctype_refused_unless_allowed():
     assert parse_bytes(xml, "f.xml", allow_doctype=True).tag == "source_file"
     with pytest.raises(InputError):
         parse_bytes(xml, "f.xml")
+
+
+def test_records_is_the_one_record_loop_with_uniform_rejects(tmp_path):
+    from eventatlas.io import Rejects
+    from eventatlas.readers._common import jsonl_items, list_items, records
+
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"id": 1, "text": "a"}\n[1, 2]\n{"id": 2}\n{"id": 3, "text": null}\n{"id": 4, "text": "b"}\n')
+    rej = Rejects("x")
+    got = list(records(rej, f, jsonl_items(f), "document", ("id", "text")))
+    assert got == [("line 1", {"id": 1, "text": "a"}), ("line 5", {"id": 4, "text": "b"})]
+    assert [(r["location"], r["reason"], r["detail"]) for r in rej.rows] == [
+        ("line 2", "bad_record", "document is list, expected an object"),
+        ("line 3", "missing_field", "document lacks text"),
+        ("line 4", "missing_field", "document lacks text")]
+    assert {r["source"] for r in rej.rows} == {str(f)}
+    rej = Rejects("x")
+    got = list(records(rej, "f.json", list_items([{"id": 1}, "s"], "T1"), "instance", ("id",)))
+    assert got == [("T1[0]", {"id": 1})] and [(r["location"], r["reason"]) for r in rej.rows] == [("T1[1]", "bad_record")]
