@@ -11,6 +11,7 @@ second: Prefect and torch are imported only inside the commands that need them.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import os
@@ -154,6 +155,7 @@ for _k, _v in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("HF_HUB_OFFLINE",
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="show Prefect logs, library progress bars and "
                                  "warnings (default: quiet; eventatlas's own progress stays)"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks (and Prefect's logs of failed runs) for "
@@ -167,11 +169,14 @@ def _main(
 
     _DEBUG["on"] = debug
     set_verbosity(verbose or debug)
-    if warehouse is not None:
-        if warehouse.is_dir():
-            _fail(f"--warehouse {warehouse}: a directory; give the DuckDB file (e.g. {warehouse}/eventatlas.duckdb)",
-                  code=2)
-        os.environ["EVENTATLAS_WAREHOUSE"] = str(warehouse.resolve())  # flows and workers started from here too
+    if warehouse is not None and warehouse.is_dir():
+        _fail(f"--warehouse {warehouse}: a directory; give the DuckDB file (e.g. {warehouse}/eventatlas.duckdb)",
+              code=2)
+    # the command's settings, resolved once; flows and workers started from here get them too
+    settings = config.Settings.resolve(**({"warehouse": warehouse} if warehouse is not None else {}))
+    active = contextlib.ExitStack()
+    active.enter_context(config.use(settings))
+    ctx.call_on_close(active.close)
 
 
 def read_warehouse() -> Path:
@@ -179,10 +184,10 @@ def read_warehouse() -> Path:
     ``EVENTATLAS_WAREHOUSE``, else the default file; while neither is set and the default does not exist but
     the demo's warehouse does, the demo's, said in one ``note:`` line on stderr (so the commands the demo
     prints work on a fresh checkout). No warehouse at all: exit 2, saying how to get one."""
-    if not os.environ.get("EVENTATLAS_WAREHOUSE"):
+    if "warehouse" not in config.current().chosen:
         default, demo = config.warehouse_path(), config.demo_warehouse()
         if not default.exists() and demo.exists():
-            os.environ["EVENTATLAS_WAREHOUSE"] = str(demo)
+            config.switch(warehouse=demo)
             print(f"note: no warehouse at {default}; reading the demo's, {demo} (--warehouse PATH or "
                   "EVENTATLAS_WAREHOUSE picks another)", file=sys.stderr, flush=True)
     path = config.warehouse_path()

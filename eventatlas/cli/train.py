@@ -296,16 +296,14 @@ def demo(
     except (ValueError, ParamError) as e:
         _fail(f"bad --params: {e}", code=2)
     root = (root or config.demo_root()).resolve()
-    env = {"EVENTATLAS_DATA": str(root), "EVENTATLAS_WAREHOUSE": str(root / "eventatlas.duckdb"),
-           "EVENTATLAS_CACHE": str(config.cache_dir().resolve())}
-    console.print(f"demo data root: {root} (datasets, runs, report; warehouse {env['EVENTATLAS_WAREHOUSE']})",
+    # the demo's own root, warehouse and (shared) cache for this command only
+    demo = config.current().with_(data_root=root, warehouse=root / "eventatlas.duckdb", cache=config.cache_dir())
+    console.print(f"demo data root: {root} (datasets, runs, report; warehouse {demo.warehouse})",
                   soft_wrap=True, markup=False)
-    from unittest import mock
-
     t_all, c_all = time.perf_counter(), time.process_time()
     run_ids: list[str] = []
     failed: list[str] = []
-    with mock.patch.dict(os.environ, env):  # the demo's root for this command only
+    with config.use(demo):
         from eventatlas.results.leaderboard import tables
         from eventatlas.results.report import write_report
         from eventatlas.store.warehouse import Warehouse
@@ -333,7 +331,7 @@ def demo(
     me = _command_name()
     default = config.warehouse_path()
     # the read commands fall back to the demo's warehouse only while the user has none (cli.read_warehouse)
-    falls_back = not os.environ.get("EVENTATLAS_WAREHOUSE") and not default.exists() and \
+    falls_back = "warehouse" not in config.current().chosen and not default.exists() and \
         root / "eventatlas.duckdb" == config.demo_warehouse().resolve()
     wh_opt = "" if falls_back else f" --warehouse {_rel(root / 'eventatlas.duckdb')}"
     console.print(f"report: {_rel(report)}", markup=False, soft_wrap=True)

@@ -75,10 +75,10 @@ def prepare(args: argparse.Namespace) -> Path | None:
     if root is None:
         return None
     root = Path(root).resolve()
-    os.environ["EVENTATLAS_DATA"] = str(root)
-    if getattr(args, "smoke", False):
-        os.environ["EVENTATLAS_WAREHOUSE"] = str(root / "warehouse.duckdb")
-        os.environ["EVENTATLAS_CACHE"] = str(root / "cache")
+    from .. import config
+
+    smoke = getattr(args, "smoke", False)
+    config.switch(data_root=root, **({"warehouse": root / "warehouse.duckdb", "cache": root / "cache"} if smoke else {}))
     args.data_root = root
     return root
 

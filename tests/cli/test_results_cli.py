@@ -4,7 +4,6 @@ none; the demo's headline rule (`leaderboard.headlines`) against hand-computed c
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -93,8 +92,11 @@ def test_warehouse_option_picks_the_file(filled, monkeypatch, tmp_path):
 
 
 def test_read_commands_fall_back_to_the_demo_only_while_the_user_has_none(tmp_path, monkeypatch):
-    default = tmp_path / "checkout" / "eventatlas.duckdb"
-    monkeypatch.setattr(config, "warehouse_path", lambda: Path(os.environ.get("EVENTATLAS_WAREHOUSE") or default))
+    checkout = tmp_path / "checkout"  # a checkout without a warehouse: its default file does not exist
+    (checkout / "datasets").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    monkeypatch.setattr(config, "REPO_ROOT", checkout)
+    default = checkout / "warehouse" / "eventatlas.duckdb"
     monkeypatch.delenv("EVENTATLAS_WAREHOUSE", raising=False)
     monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
     monkeypatch.delenv("EVENTATLAS_DEMO_ROOT", raising=False)
@@ -106,7 +108,7 @@ def test_read_commands_fall_back_to_the_demo_only_while_the_user_has_none(tmp_pa
     assert r.exit_code == 0, r.output
     assert r.stderr == (f"note: no warehouse at {default}; reading the demo's, {demo} (--warehouse PATH or "
                         "EVENTATLAS_WAREHOUSE picks another)\n")
-    monkeypatch.delenv("EVENTATLAS_WAREHOUSE")  # the fallback set it for that command
+    assert "EVENTATLAS_WAREHOUSE" not in os.environ  # the fallback held for that command only
     Warehouse(default).migrate()  # the user has one now: it is read, silently
     r = runner.invoke(app, ["sql", "SELECT 1 AS one"])
     assert r.exit_code == 0 and r.stderr == ""
