@@ -202,20 +202,36 @@ def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
 _VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
 
 
+def _row_size(row: Mapping[str, Any]) -> int:
+    """Rough bytes a buffered row holds: its text, and a word or so per list item."""
+    n = 0
+    for v in row.values():
+        if isinstance(v, str):
+            n += len(v)
+        elif isinstance(v, list):
+            n += 32 * len(v) + sum(len(x) for x in v if isinstance(x, str))
+    return n
+
+
 class TableWriter:
     """Stream dict rows into one Parquet file in batches; atomic on ``commit``.
 
+    A batch is written at ``batch_rows`` rows or about ``batch_bytes`` of buffered text, whichever comes first
+    (documents with full texts would otherwise hold a corpus in memory before the first write).
     Use as a context manager: on an exception the temp file is removed and the
     target is left as it was.
     """
 
-    def __init__(self, target: str | os.PathLike, schema: pa.Schema, batch_rows: int = 50_000, on_bad_row=None):
+    def __init__(self, target: str | os.PathLike, schema: pa.Schema, batch_rows: int = 50_000, on_bad_row=None,
+                 batch_bytes: int = 32 << 20):
         self.on_bad_row = on_bad_row  # (row, error) -> None: drop a row whose values do not fit the schema
         self.target = Path(target)
         self.schema = schema
         self.batch_rows = batch_rows
+        self.batch_bytes = batch_bytes
         self.rows = 0
         self._buf: list[Mapping[str, Any]] = []
+        self._bytes = 0
         self._done = True  # nothing to abort until the temp file exists
         with naming_disk_full(self.target):
             self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +245,8 @@ class TableWriter:
 
     def write(self, row: Mapping[str, Any]) -> None:
         self._buf.append(row)
-        if len(self._buf) >= self.batch_rows:
+        self._bytes += _row_size(row)
+        if len(self._buf) >= self.batch_rows or self._bytes >= self.batch_bytes:
             try:
                 with naming_disk_full(self.target):
                     self._flush()
@@ -252,6 +269,7 @@ class TableWriter:
             self._writer.write_table(table)
             self.rows += table.num_rows
             self._buf = []
+            self._bytes = 0
 
     def _without_bad_rows(self) -> pa.Table:
         """Only on a failed batch: convert row by row, hand the rows that do not fit to ``on_bad_row``."""

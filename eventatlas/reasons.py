@@ -32,6 +32,14 @@ REJECT_REASONS: dict[str, str] = {
     "crosses_sentence": "a mention spans two sentences",
     "anchor_outside_scope": "an ACE anchor lies outside its ldc_scope",
     "missing_source": "the source text a file refers to is not beside it",
+    # a document of a plain corpus (the text reader) that is not usable text
+    "empty_document": "a document whose text is empty or only whitespace",
+    "undecodable_text": "bytes that are not UTF-8, nor UTF-8 or UTF-16 with a byte-order mark (the detail names the "
+                        "byte offset); never guessed",
+    "binary_file": "a file with NUL bytes: binary, not text",
+    "oversized_record": "a document or line longer than the record cap (EVENTATLAS_MAX_RECORD_BYTES), skipped "
+                        "without being held",
+    "unreadable_file": "a file that cannot be read as its format (e.g. a damaged Parquet file); the rest is read",
     # repeats and conflicts
     "duplicate_document": "a document id read before (the repeat is dropped with its mentions)",
     "duplicate_type": "an event-type id read before",

@@ -5,13 +5,14 @@ offsets are end-exclusive and index into the field they name (``sentence`` for
 trigger/scope/argument spans), so ``sentence[trigger_start:trigger_end] == trigger``
 always holds; the readers' tests check it on real data.
 
-Bump ``SCHEMA_VERSION`` on any incompatible change; manifests record it.
+Bump ``SCHEMA_VERSION`` on any change (minor: a table or column added, which older datasets lack; major:
+an incompatible one); manifests record it.
 """
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: the sentences table (added; 1.0 datasets simply have none)
 
 ONTOLOGIES = ("ACE", "MAVEN", "FrameNet", "KAIROS", "Wikidata", "OntoEvent", "other")
 
@@ -26,6 +27,23 @@ DOCUMENTS = pa.schema(
         pa.field("source", pa.string()),  # file / URL the document came from
         pa.field("split", pa.string()),
         pa.field("extra", pa.string()),  # JSON object for source-specific fields
+    ]
+)
+
+# A document's sentences with their tokens (the text reader: a plain corpus split by a sentence splitter).
+# ``start``/``end`` index the document's ``text`` (``text[start:end] == sentence text``); token offsets index the
+# sentence text, end-exclusive (``text[token_starts[i]:token_ends[i]]`` is token i).
+SENTENCES = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("sent_idx", pa.int32(), nullable=False),  # position in the document's sentence list
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("start", pa.int32(), nullable=False),
+        pa.field("end", pa.int32(), nullable=False),
+        pa.field("token_starts", pa.list_(pa.int32())),
+        pa.field("token_ends", pa.list_(pa.int32())),
+        pa.field("split", pa.string()),
     ]
 )
 
@@ -177,6 +195,7 @@ BENCHMARKS = pa.schema(
 
 TABLES: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,
+    "sentences": SENTENCES,
     "mentions": MENTIONS,
     "event_types": EVENT_TYPES,
     "type_relations": TYPE_RELATIONS,

@@ -46,6 +46,9 @@ def ingest(
     allow_shrink: bool = typer.Option(False, "--allow-shrink", help="replace the dataset even when the new version "
                                       "has under half the rows of the current one (that one is kept: "
                                       "`eventatlas datasets --versions`, `eventatlas restore`)"),
+    option: Optional[List[str]] = typer.Option(None, "--option", "-o", metavar="KEY=VALUE",
+                                               help="a reader option (repeat), e.g. text_column=body for the text "
+                                                    "reader"),
 ) -> None:
     """Ingest one dataset into the common schema, recorded in the warehouse (through the `ingest` flow when a
     Prefect API is configured, else directly: see EVENTATLAS_PREFECT)."""
@@ -68,6 +71,7 @@ def ingest(
 
     opts = {k: v for k, v in (("sha256", sums), ("insecure_skip_checksum", insecure_skip_checksum),
                               ("allow_shrink", allow_shrink)) if v}
+    opts.update(_reader_options(option or []))
     try:
         args = (name, str(path) if path else None, download, dataset, opts or None)
         if use_prefect():
@@ -93,6 +97,20 @@ def ingest(
         console.print(sha256sum_lines(unverified), markup=False, highlight=False, soft_wrap=True)
 
 
+_INGEST_KEYWORDS = {"path", "out_dir", "dataset", "download", "progress", "allow_shrink", "sha256",
+                    "insecure_skip_checksum"}  # the ingest's own arguments: not reader options
+
+
+def _reader_options(pairs: List[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.isidentifier() or key in _INGEST_KEYWORDS:
+            _fail(f"--option {pair!r}: expected KEY=VALUE with a reader option as KEY (e.g. text_column=body)", code=2)
+        out[key] = value
+    return out
+
+
 def _ingest_here(name: str, path: Optional[str], download: bool, dataset: Optional[str],
                  opts: Optional[dict]) -> dict:
     """The ingest pipeline in this process; a run record that waits because the warehouse was busy is said."""
@@ -105,6 +123,40 @@ def _ingest_here(name: str, path: Optional[str], download: bool, dataset: Option
         print_warning(f"the ingest landed in {man['dataset_dir']}; its run record waits in "
                       f"{pending_dir(out['published']['warehouse'])} (`eventatlas publish --pending`)")
     return man
+
+
+@app.command()
+def detect(
+    dataset: str = typer.Argument(..., help="ingested dataset (e.g. your text: `ingest text --path FILES --dataset "
+                                            "NAME`) or a dataset directory"),
+    model: str = typer.Option(..., "--model", help="a saved detector, run:<id> (`eventatlas models` lists them; "
+                                                   "train one: `eventatlas train event_detection maven_subset`)"),
+    name: Optional[str] = typer.Option(None, "--name", help="the new dataset (default <dataset>_detected)"),
+    threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
+                                              help="identification threshold (default: the one dev chose, on the "
+                                                   "model's card)"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+    batch_size: int = typer.Option(64, "--batch-size", min=1),
+) -> None:
+    """Find event mentions in a dataset's sentences with a saved detector and write them as a new dataset
+    (unlabelled mentions: each with the detector's score and predicted type), recorded in the warehouse."""
+    from ..errors import InputError
+    from ..modeling.saved import ModelError
+
+    args = (dataset, model, name, threshold, device, batch_size)
+    try:
+        if use_prefect():
+            man = run_flow("detect", *args)
+        else:
+            from ..pipelines.detect import detect as pipeline
+
+            man = pipeline(*args, engine=local_engine())["manifest"]
+    except (InputError, ModelError, FileNotFoundError, ValueError) as e:
+        _fail(error_line(e), code=2)
+    d = man["detection"]
+    console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences of {d['source_dataset']} "
+                  f"({d['sentences_per_s']:.0f} sentences/s, {d['model']}, threshold {d['threshold']:.2f}) -> "
+                  f"{man['dataset']} ({man['dataset_dir']})", markup=False, soft_wrap=True, highlight=False)
 
 
 @app.command("ingest-samples")

@@ -22,6 +22,7 @@ KINDS = {
     "grounding": "mentions grounded to a set of events of a hierarchy (label sets + event_types.parent_id)",
     "event_cooccurrence": "events with within-document co-occurrence counts (event_pairs task 'cooccurrence', "
                           "e.g. the event_tuples reader): training data for event representations (SWCC)",
+    "text": "documents split into sentences and tokens, no mentions: input for event detection",
 }
 _KNOWN = {"dataset", "schema_version", "rows", "reader", "source", "fingerprint", "rejects", "stats", "options",
           "language", "ontology", "ingested_at", "seconds", "path"}
@@ -93,7 +94,8 @@ class Manifest:
             return self.fingerprint
         from ..io import fingerprint_paths
 
-        return fingerprint_paths([self.table("mentions"), self.table("event_pairs"), self.table("event_types")])
+        return fingerprint_paths([self.table("mentions"), self.table("event_pairs"), self.table("event_types"),
+                                  self.table("sentences")])  # absent files add nothing
 
     def max_labels(self) -> int:
         """The largest label-set size of any mention (0: unlabelled; > 1: label sets, e.g. grounding)."""
@@ -134,6 +136,9 @@ class Manifest:
             out.add("event_pairs")
         if co:
             out.add("event_cooccurrence")
+        # a plain corpus (the text reader); a dataset of detected mentions keeps the sentences but is mentions
+        if self.rows.get("sentences", 0) and not self.rows.get("mentions", 0):
+            out.add("text")
         return frozenset(out)
 
 

@@ -5,7 +5,8 @@ Columns (the warehouse ``metrics`` table has the same ones, plus ``run_id``):
 * ``task``: what is evaluated: ``induction`` (clustering mentions into types/frames),
   ``naming``, ``linking``, ``similarity`` (event pairs), ``retrieval``, ``grounding``,
   ``training`` (facts of the training itself, e.g. the chosen stopping epoch), ``atlas`` (type -> frame
-  links of the atlas scored against the hand mappings, :mod:`eventatlas.atlas.gold`).
+  links of the atlas scored against the hand mappings, :mod:`eventatlas.atlas.gold`), ``detection``
+  (event triggers found in text, :mod:`eventatlas.evaluation.detection`).
 * ``dataset``, ``split``: the data scored.
 * ``setting``: the evaluation protocol inside the task (e.g. ``10 seen / 40 unseen``,
   ``fold 1``, ``k=5``); ``None`` when the task has a single protocol.
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
                "metric", "value", "seed")
-TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training", "atlas")
+TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training", "atlas",
+         "detection")
 # the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars); for
 # similarity, per dataset the first one it has: each similarity set has its own accuracy
 DEFAULT_METRICS = default_metrics()

@@ -58,8 +58,8 @@ def _spec(name: str, *tasks: str, lower: bool = False, count: bool = False, defa
                       headline=headline)
 
 
-IND, NAM, LNK, SIM, RET, GRD, TRN, ATL = ("induction", "naming", "linking", "similarity", "retrieval", "grounding",
-                                          "training", "atlas")
+IND, NAM, LNK, SIM, RET, GRD, TRN, ATL, DET = ("induction", "naming", "linking", "similarity", "retrieval",
+                                               "grounding", "training", "atlas", "detection")
 METRIC_SPECS: tuple[MetricSpec, ...] = (
     # clustering (eventatlas.evaluation.metrics.clustering_scores; frame clustering keeps a subset)
     _spec("ari", IND, default=0, headline=0),
@@ -98,6 +98,16 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     _spec("transitive_spearman", SIM, default=2),
     _spec("mcnc_acc", SIM, default=3),
     _spec("mcnc_random", SIM),  # chance level of the same blocks
+    # event detection (eventatlas.evaluation.detection): strict trigger spans, micro over sentences
+    _spec("tc_f1", DET, default=0),
+    _spec("ti_f1", DET, default=1),
+    _spec("tc_precision", DET),
+    _spec("tc_recall", DET),
+    _spec("ti_precision", DET),
+    _spec("ti_recall", DET),
+    _spec("n_predicted", DET, count=True),
+    _spec("n_gold", DET, count=True),
+    _spec("threshold", DET, TRN, count=True),  # the dev-chosen identification threshold (a setting, not a score)
     # retrieval (eventatlas.evaluation.retrieval, frames.ranking_recall, emr)
     _spec("map", RET, default=0),
     _spec("r_precision", RET, default=1),

@@ -45,6 +45,13 @@ SPECS: dict[str, MethodSpec] = {
                    "`eventatlas ground`, or load its bi-encoder (run:<id>) in another method",
         description="hierarchical event grounding (Ou et al. 2023): bi-encoder variants (BLINK, multi-label, HP, HJL), "
                     "cross-encoder with a dev-tuned threshold, hierarchy discovery"),
+    "event_detection": MethodSpec(
+        name="event_detection", config="eventatlas.methods.event_detection:EventDetectionConfig",
+        run="eventatlas.methods.event_detection:run", applies_to=frozenset({"typed_mentions"}),
+        tasks=("detection", "training"), gpu="advised", protocol="detection",
+        apply="eventatlas.methods.event_detection:apply", apply_with="event_detection",
+        description="event detection: a token-level trigger identifier and typer on the shared encoder, with the "
+                    "lexical baseline; scored by strict trigger identification / classification P/R/F1"),
 }
 REGISTRY = SPECS  # name -> spec
 

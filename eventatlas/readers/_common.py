@@ -388,8 +388,8 @@ def unique_ids(rows: Iterator[tuple[str, dict]], rejects: Rejects, path: Any) ->
     """Every reader's output passes through here (``ingest`` drives it), so no reader needs its own copy.
 
     A row whose id (``UNIQUE_IDS``) was read before is dropped with a reject naming where the first one
-    came from. A repeated document takes its rows with it: the mentions (and mention relations) that
-    follow it with its ``doc_id``, up to the next document, are dropped as ``duplicate_document`` rejects,
+    came from. A repeated document takes its rows with it: its sentences (silently) and the mentions (and mention
+    relations) that follow it with its ``doc_id``, up to the next document, are dropped as ``duplicate_document`` rejects,
     so a second file under one DOCID cannot attach its mentions to the first file's text. Readers that
     yield documents after their mentions key them in a dict, so no repeat reaches this point from them.
     A row may carry ``_source`` (file) for the reject; the tables ignore keys outside their schema."""
@@ -400,6 +400,8 @@ def unique_ids(rows: Iterator[tuple[str, dict]], rejects: Rejects, path: Any) ->
     for table, row in rows:
         if table == "documents":
             repeat_doc = None
+        if table == "sentences" and repeat_doc is not None and row.get("doc_id") == repeat_doc:
+            continue  # the repeated document's one reject stands for its sentences
         where = str(row.get("_source") or row.get("source") or path)
         if table in ("mentions", "mention_relations") and repeat_doc is not None and (
                 row.get("doc_id") == repeat_doc

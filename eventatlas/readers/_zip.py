@@ -12,6 +12,7 @@ read (before a member is inflated) and on the inflated bytes as they are read.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import zipfile
 import zlib
@@ -88,6 +89,12 @@ class SafeZip:
 
     def read(self, name: str) -> bytes:
         """The member's bytes, inflated in chunks; refused past the size or expansion cap."""
+        with self.open(name) as f:
+            return b"".join(iter(lambda: f.read(_CHUNK), b""))
+
+    def open(self, name: str) -> "MemberStream":
+        """The member as a binary stream (``read``, ``readline``) under the same caps as :meth:`read`, so a
+        reader can take a large member line by line instead of holding it."""
         info = self._infos[name]
         limit = self.max_bytes
         if info.file_size > RATIO_FLOOR:
@@ -96,23 +103,11 @@ class SafeZip:
             self._too_big(name, info.file_size, info)
         if self.inflated + info.file_size > self.max_total:
             self._total_refused(self.inflated + info.file_size)
-        parts, total = [], 0
-        try:
-            with self.zip.open(info) as f:
-                while True:
-                    block = f.read(_CHUNK)
-                    if not block:
-                        break
-                    total += len(block)
-                    self.inflated += len(block)
-                    if self.inflated > self.max_total:
-                        self._total_refused(self.inflated)
-                    if total > self.max_bytes or (total > RATIO_FLOOR and total > info.compress_size * self.max_ratio):
-                        self._too_big(name, total, info)
-                    parts.append(block)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-            raise InputError(self.path, f"member {name!r}", f"damaged zip archive ({e}); download or copy it again") from None
-        return b"".join(parts)
+        return MemberStream(self, name, info)
+
+    def size(self, name: str) -> int:
+        """The member's declared uncompressed size (what the archive claims; reading counts the real bytes)."""
+        return self._infos[name].file_size
 
     def _total_refused(self, size: int) -> None:
         raise InputError(self.path, "-", f"archive expands to over {size} bytes in total from {self.path.stat().st_size} "
@@ -129,6 +124,51 @@ class SafeZip:
         self.zip.close()
 
     def __enter__(self) -> "SafeZip":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class MemberStream:
+    """One zip member read in pieces: every block inflated counts against the member's and the archive's caps,
+    and damage is an InputError naming archive and member."""
+
+    def __init__(self, owner: SafeZip, name: str, info: zipfile.ZipInfo):
+        self.owner, self.name, self.info, self.total = owner, name, info, 0
+        with self._damage():
+            self.f = owner.zip.open(info)
+
+    @contextlib.contextmanager
+    def _damage(self):
+        try:
+            yield
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise InputError(self.owner.path, f"member {self.name!r}",
+                             f"damaged zip archive ({e}); download or copy it again") from None
+
+    def _count(self, block: bytes) -> bytes:
+        z = self.owner
+        self.total += len(block)
+        z.inflated += len(block)
+        if z.inflated > z.max_total:
+            z._total_refused(z.inflated)
+        if self.total > z.max_bytes or (self.total > RATIO_FLOOR and self.total > self.info.compress_size * z.max_ratio):
+            z._too_big(self.name, self.total, self.info)
+        return block
+
+    def read(self, n: int = -1) -> bytes:
+        with self._damage():
+            return self._count(self.f.read(n))
+
+    def readline(self, limit: int = -1) -> bytes:
+        with self._damage():
+            return self._count(self.f.readline(limit))
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> "MemberStream":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -72,7 +72,8 @@ def test_default_metrics_are_derived_and_unchanged():
         "linking": ("linking_hits@10", "linking_mrr"), "training": ("stop_epoch_paper", "stop_epoch_code"),
         "atlas": ("hits@1", "mrr"),
         "similarity": ("hard_sim_acc", "hard_sim_ext_acc", "transitive_spearman", "mcnc_acc"),
-        "retrieval": ("map", "r_precision", "recall_all"), "grounding": ("recall_at_min", "strict_acc")}
+        "retrieval": ("map", "r_precision", "recall_all"), "grounding": ("recall_at_min", "strict_acc"),
+        "detection": ("tc_f1", "ti_f1")}
     assert leaderboard.choose_metrics("atlas", ["mrr", "n_queries", "hits@1", "hits@5"]) == [
         "hits@1", "mrr", "hits@5", "n_queries"]
 

@@ -61,7 +61,8 @@ LAYER_ORDER: list[tuple[str, ...]] = [
     ("modeling", "evaluation"),  # encoder, embeddings, device | evaluators and metrics
     # the shared training loop | run bookkeeping: run records, seeds, code version, the tables a run writes, plots
     ("training", "tracking"),
-    ("swcc", "emr", "induction", "framedml", "atlas"),  # method families; the atlas (its build, page, exports)
+    # method families (event detection among them); the atlas (its build, page, exports)
+    ("swcc", "emr", "induction", "framedml", "detection", "atlas"),
     ("store",),  # the warehouse and its one writer: lands runs, wiki builds, atlas builds; benchmark runs
     ("grounding",),  # builds on emr's rankers
     ("methods",),  # method specs, the method contract, ensembles
