@@ -36,12 +36,11 @@ def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     env = {"EVENTATLAS_DATA": str(root / "user"), "EVENTATLAS_WAREHOUSE": str(root / "user.duckdb"),
            "PREFECT_HOME": str(root / "prefect"), "EVENTATLAS_CACHE": str(root / "cache")}
-    default = root / "checkout" / "warehouse" / "eventatlas.duckdb"  # the checkout's default warehouse: none yet
+    checkout = root / "checkout"  # a checkout whose default warehouse does not exist yet
+    (checkout / "datasets").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
 
-    def warehouse_path() -> Path:
-        return Path(os.environ.get("EVENTATLAS_WAREHOUSE") or default)
-
-    with mock.patch.dict(os.environ, env), mock.patch.object(config, "warehouse_path", warehouse_path):
+    with mock.patch.dict(os.environ, env), mock.patch.object(config, "REPO_ROOT", checkout):
         os.environ.pop("EVENTATLAS_DEMO_ROOT", None)
         os.environ.pop("PREFECT_API_URL", None)
         # the user's own data: the OntoEvent sample under a name of their own
