@@ -82,7 +82,7 @@ GROUPS: dict[str, Group] = {
                               "check_run", "Lock.__init__", "Lock.acquire", "Lock.release", "_reuse",
                               "_after_others"))),
                          ("tests/experiments/test_experiment_guards.py", "tests/experiments/test_experiments.py",
-                          "tests/experiments/test_experiment_messages.py")),
+                          "tests/experiments/test_experiment_messages.py", "tests/experiments/test_experiment_mutants.py")),
     # the loading path of saved models
     "savedmodels": Group(tuple("eventatlas/modeling/saved.py::" + f for f in (
                              "read_model", "_check_inside", "bad_run_ref", "resolve_ref", "_find")),
