@@ -18,7 +18,9 @@ from .. import __version__, config
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """``git describe --always --dirty`` of the repo (``-dirty`` when the tree has local
-    changes); ``pkg-<installed version>`` outside a checkout (an installed wheel)."""
+    changes); ``pkg-<installed version>`` outside a checkout (an installed wheel). A copy of the checkout
+    without its git metadata (a container image, a machine the tree was copied to) records
+    ``$EVENTATLAS_CODE_VERSION`` when set, so its runs are found as those of the commit it was copied from."""
     if not config.in_checkout():
         # site-packages may lie inside some other git repository: its commit says nothing about this code
         try:
@@ -34,7 +36,7 @@ def code_version() -> str:
             return f"{__version__}+g{out.stdout.strip()}"
     except (OSError, subprocess.SubprocessError):
         pass
-    return __version__
+    return os.environ.get("EVENTATLAS_CODE_VERSION") or __version__
 
 
 def device_info(import_torch: bool = True) -> str:
