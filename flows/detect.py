@@ -12,5 +12,7 @@ from tasks.engine import prefect_engine
 
 @flow(name="detect")
 def detect(dataset: str, model: str, name: str | None = None, threshold: float | None = None, device: str = "auto",
-           batch_size: int = 64) -> dict[str, Any]:
-    return pipeline.detect(dataset, model, name, threshold, device, batch_size, engine=prefect_engine())["manifest"]
+           batch_size: int = 64, shards: int = 1, runner: str = "local", threads: int | None = None) -> dict[str, Any]:
+    """``runner`` (``eventatlas.run.scaleout``): where the ``shards`` run, each pinned to ``threads`` threads."""
+    engine = prefect_engine(runner, threads)
+    return pipeline.detect(dataset, model, name, threshold, device, batch_size, shards, engine=engine)["manifest"]

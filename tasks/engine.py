@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
 from prefect.context import FlowRunContext
 
-from eventatlas.pipelines.engine import Engine, GridResult, Job, Results, run_grid
+from eventatlas.pipelines.engine import Engine, GridResult, Job, Results, call_pinned, in_order, run_grid
 from eventatlas.run.scaleout import parse_runner
 from tasks.publish import publish_task
 from tasks.runners import gpu_capacity, gpu_placement, task_runner
@@ -64,6 +64,21 @@ def train_grid(jobs: list[dict[str, Any]], runner: str, threads: int | None = No
     return run_grid(jobs, _submitted(runner, threads), _publish(), logger.warning).as_dict()
 
 
+@task(name="job")
+def job_task(fn_ref: str, job: dict[str, Any], threads: int | None = None) -> Any:
+    return call_pinned(fn_ref, job, threads)
+
+
+@flow(name="map-jobs")
+def map_jobs(fn_ref: str, jobs: list[dict[str, Any]], threads: int | None = None) -> list[Any]:
+    """An engine's ``map`` as task runs on the runner this subflow is bound to (a dead worker's job is retried);
+    the results in job order."""
+    name = fn_ref.rpartition(":")[2]
+    futures = [job_task.with_options(task_run_name=f"{name}-{i}", retries=CELL_RETRIES, retry_delay_seconds=1)
+               .submit(fn_ref, job, threads) for i, job in enumerate(jobs)]
+    return [f.result() for f in futures]
+
+
 def prefect_engine(runner: str = "local", threads: int | None = None, warehouse_path: str | None = None,
                    **steps: Any) -> Engine:
     """The engine a flow passes to its pipeline: ``local`` runs each cell as a task run of the flow, any
@@ -71,13 +86,18 @@ def prefect_engine(runner: str = "local", threads: int | None = None, warehouse_
     logger = get_run_logger()
     spec = parse_runner(runner)
     publish = _publish(warehouse_path)
+    mapper = in_order
     if spec.distributed:
         sub = train_grid.with_options(task_runner=task_runner(spec))
 
         def grid(jobs: list[Job]) -> GridResult:
             return GridResult(**sub(jobs, runner, threads or 1))
+
+        def on_runner(fn_ref: str, jobs: list[Job]) -> list[Any]:
+            return map_jobs.with_options(task_runner=task_runner(spec))(fn_ref, jobs, threads or 1)
+        mapper = on_runner
     else:
         def grid(jobs: list[Job]) -> GridResult:
             return run_grid(jobs, _tasks_here(threads), publish, logger.warning)
     return Engine(grid=grid, publish=publish, say=logger.info, warn=logger.warning,
-                  steps={k.replace("_", "-"): v for k, v in steps.items()})
+                  steps={k.replace("_", "-"): v for k, v in steps.items()}, map=mapper)

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, local_engine, print_rows, print_warning,
-                   run_flow, split, unknown, use_prefect)
+                   run_flow, split, unknown, use_prefect, wants_prefect)
 
 
 @app.command()
@@ -137,26 +137,37 @@ def detect(
                                                    "model's card)"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
+    runner: str = typer.Option("local", "--runner", help="where the shards run: local | process[:N] | dask[:N] | "
+                                                         "dask:tcp://host:8786 | ray[:N] | ray:ADDRESS (README 'Scale out')"),
+    shards: Optional[int] = typer.Option(None, "--shards", min=1, help="split the documents into this many shards "
+                                                                      "(default: 1 locally, else the runner's workers)"),
 ) -> None:
     """Find event mentions in a dataset's sentences with a saved detector and write them as a new dataset
     (unlabelled mentions: each with the detector's score and predicted type), recorded in the warehouse."""
     from ..errors import InputError
     from ..modeling.saved import ModelError
+    from ..run.scaleout import parse_runner
 
-    args = (dataset, model, name, threshold, device, batch_size)
     try:
-        if use_prefect():
-            man = run_flow("detect", *args)
+        spec = parse_runner(runner)
+    except (ValueError, RuntimeError) as e:
+        _fail(error_line(e), code=2)
+    n = shards or (spec.n_workers() if spec.distributed else 1)
+    args = (dataset, model, name, threshold, device, batch_size, n)
+    try:
+        if wants_prefect(runner):
+            man = run_flow("detect", *args, runner=runner)
         else:
             from ..pipelines.detect import detect as pipeline
 
-            man = pipeline(*args, engine=local_engine())["manifest"]
+            man = pipeline(*args, engine=local_engine(runner))["manifest"]
     except (InputError, ModelError, FileNotFoundError, ValueError) as e:
         _fail(error_line(e), code=2)
     d = man["detection"]
     console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences of {d['source_dataset']} "
-                  f"({d['sentences_per_s']:.0f} sentences/s, {d['model']}, threshold {d['threshold']:.2f}) -> "
-                  f"{man['dataset']} ({man['dataset_dir']})", markup=False, soft_wrap=True, highlight=False)
+                  f"({d['sentences_per_s']:.0f} sentences/s, {d['shards']} shard(s) on {runner}, {d['model']}, "
+                  f"threshold {d['threshold']:.2f}) -> {man['dataset']} ({man['dataset_dir']})",
+                  markup=False, soft_wrap=True, highlight=False)
 
 
 @app.command("ingest-samples")

@@ -7,7 +7,9 @@ detector's word: ``predicted_by`` (the run), ``score`` (trigger probability), ``
 
 It streams: sentences are read in chunks of ``chunk`` rows, each chunk encoded once and scored in
 length-sorted batches, and the mentions go to the dataset writer as they come, so memory stays bounded by
-the chunk whatever the corpus size.
+the chunk whatever the corpus size. It shards: :func:`detect_part` does the documents of one shard (a stable
+hash of the document id) into a part, on whatever worker a runner gives it, and :func:`assemble` writes the
+dataset from the parts, in one process.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import logging
 import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from ..io import stable_id
 
 log = logging.getLogger(__name__)
 
@@ -81,31 +85,43 @@ def sentence_batches(dataset_dir: Path, chunk: int) -> Iterator[list[tuple[str, 
         yield buf
 
 
-def detect(dataset_dir: str | Path, ref: str, out_dir: str | Path, *, name: str, device: str = "cpu",
-           precision: str = "fp32", threshold: float | None = None, batch_size: int = 64, chunk: int = 4096,
-           progress: bool | None = None, loaded: tuple[Any, dict[str, Any], str] | None = None) -> dict[str, Any]:
-    """Detect mentions in every sentence of ``dataset_dir`` with the saved detector ``ref`` (or ``loaded``, what
-    :func:`load_detector` returns) and write dataset ``name`` to ``out_dir``; returns its manifest (with
-    ``detection``: the model, threshold and counts)."""
-    import pyarrow.parquet as pq
+def shard_of(doc_id: str, shards: int) -> int:
+    """The shard a document's sentences go to: a stable hash of its id (the same on every worker and machine),
+    so a document's sentences stay together and the shards split the corpus evenly."""
+    return int(stable_id(doc_id, length=8), 16) % shards if shards > 1 else 0
+
+
+def detect_part(dataset_dir: str | Path, ref: str, part_dir: str | Path, *, name: str, shard: int = 0, shards: int = 1,
+                device: str = "cpu", precision: str = "fp32", threshold: float | None = None, batch_size: int = 64,
+                chunk: int = 4096, progress: bool | None = None,
+                loaded: tuple[Any, dict[str, Any], str] | None = None) -> dict[str, Any]:
+    """Detect mentions in shard ``shard`` of ``shards`` of ``dataset_dir``'s sentences (documents split by
+    :func:`shard_of`) and write them to ``part_dir`` (a dataset of one ``mentions`` table, written atomically);
+    returns the part's summary: ``path``, ``sentences``, ``mentions``, ``seconds``, ``model``, ``threshold``."""
     from tqdm.auto import tqdm
 
     from ..data.manifest import Manifest
-    from ..io import DatasetWriter, link_file, stable_id
+    from ..io import DatasetWriter
     from .decode import spans
     from .model import word_scores
     from .words import encode
 
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard {shard} of {shards}: expected 0 <= shard < shards")
     src = Manifest.read(dataset_dir)
     model, inf, ref = loaded or load_detector(ref, device)
     th = float(inf["threshold"] if threshold is None else threshold)
     types = list(inf["types"])
-    out_dir = Path(out_dir)
-    n_sent = src.rows.get("sentences") or None
+    total = src.rows.get("sentences") if shards == 1 else None
     t0, n, found = time.perf_counter(), 0, 0
-    bar = tqdm(total=n_sent, desc=f"detect {name}", unit="sent", disable=(not progress) if progress is not None else None)
-    with DatasetWriter(out_dir, name, tables=["mentions"]) as w:
+    what = f"detect {name}" + (f" [{shard + 1}/{shards}]" if shards > 1 else "")
+    bar = tqdm(total=total or None, desc=what, unit="sent", disable=(not progress) if progress is not None else None)
+    with DatasetWriter(part_dir, f"{name}-part{shard}", tables=["mentions"]) as w:
         for part in sentence_batches(src.path, chunk):
+            if shards > 1:
+                part = [p for p in part if shard_of(p[0], shards) == shard]
+                if not part:
+                    continue
             items = encode(model.encoder.tokenizer, [t for _, _, t, _ in part], model.encoder.max_length)
             for (doc, k, text, split), it, (pi, pt) in zip(part, items, word_scores(
                     model, items, device=device, batch_size=batch_size, precision=precision, progress=bar.update)):
@@ -118,19 +134,71 @@ def detect(dataset_dir: str | Path, ref: str, out_dir: str | Path, *, name: str,
                     found += 1
             n += len(part)
         bar.close()
-        # the source's text tables come along unchanged (hard links: no copy of a large corpus)
+        w.commit({"reader": "detect-part", "shard": shard, "shards": shards})
+    seconds = time.perf_counter() - t0
+    log.info("%s: %d mentions in %d sentences (%.0f sentences/s)", what, found, n, n / max(seconds, 1e-9))
+    return {"path": str(part_dir), "shard": shard, "sentences": n, "mentions": found, "seconds": round(seconds, 1),
+            "model": ref, "threshold": th}
+
+
+def assemble(dataset_dir: str | Path, parts: list[dict[str, Any]], out_dir: str | Path, *, name: str,
+             seconds: float | None = None) -> dict[str, Any]:
+    """Write dataset ``name`` to ``out_dir`` from the shards' parts (:func:`detect_part`, in shard order): their
+    mentions, the source's text tables (hard links: no copy of a large corpus) and the manifest with the
+    ``detection`` summary. The single writer of the new dataset: nothing of it exists until it is complete."""
+    import pyarrow.parquet as pq
+
+    from ..data.manifest import Manifest
+    from ..io import DatasetWriter, link_file
+
+    src = Manifest.read(dataset_dir)
+    parts = sorted(parts, key=lambda p: p["shard"])
+    if len({(p["model"], p["threshold"]) for p in parts}) != 1:
+        raise ValueError(f"the parts of {name} disagree on the model or threshold: "
+                         f"{sorted({(p['model'], p['threshold']) for p in parts})}")
+    n, found = sum(p["sentences"] for p in parts), 0
+    seconds = float(seconds if seconds is not None else sum(p["seconds"] for p in parts))
+    with DatasetWriter(out_dir, name, tables=["mentions"]) as w:
+        for p in parts:
+            f = Path(p["path"]) / "mentions.parquet"
+            if f.exists():
+                for b in pq.ParquetFile(f).iter_batches(batch_size=8192):
+                    for row in b.to_pylist():
+                        w.write("mentions", row)
+                        found += 1
         carried = {}
         for table in ("documents", "sentences", "event_types"):
-            p = src.path / f"{table}.parquet"
-            if p.exists() and src.rows.get(table):
-                link_file(p, w.stage / p.name)
-                carried[table] = pq.ParquetFile(p).metadata.num_rows
-        seconds = time.perf_counter() - t0
+            p_ = src.path / f"{table}.parquet"
+            if p_.exists() and src.rows.get(table):
+                link_file(p_, w.stage / p_.name)
+                carried[table] = pq.ParquetFile(p_).metadata.num_rows
         man = w.commit({"reader": "detect", "source": str(src.path), "language": src.language,
                         "rows": {**carried, "mentions": found},
-                        "detection": {"model": ref, "threshold": th, "sentences": n, "mentions": found,
-                                      "seconds": round(seconds, 1), "sentences_per_s": round(n / max(seconds, 1e-9), 1),
+                        "detection": {"model": parts[0]["model"], "threshold": parts[0]["threshold"], "sentences": n,
+                                      "mentions": found, "shards": len(parts), "seconds": round(seconds, 1),
+                                      "sentences_per_s": round(n / max(seconds, 1e-9), 1),
                                       "source_dataset": src.dataset, "source_fingerprint": src.data_fingerprint()}})
-    log.info("detect %s: %d mentions in %d sentences (%.0f sentences/s) with %s at threshold %.2f", name, found, n,
-             n / max(seconds, 1e-9), ref, th)
+    log.info("detect %s: %d mentions in %d sentences (%.0f sentences/s) with %s at threshold %.2f, %d shard(s)",
+             name, found, n, n / max(seconds, 1e-9), parts[0]["model"], parts[0]["threshold"], len(parts))
     return {**man, "dataset_dir": str(out_dir)}
+
+
+def detect(dataset_dir: str | Path, ref: str, out_dir: str | Path, *, name: str, device: str = "cpu",
+           precision: str = "fp32", threshold: float | None = None, batch_size: int = 64, chunk: int = 4096,
+           progress: bool | None = None, loaded: tuple[Any, dict[str, Any], str] | None = None) -> dict[str, Any]:
+    """Detect mentions in every sentence of ``dataset_dir`` with the saved detector ``ref`` (or ``loaded``, what
+    :func:`load_detector` returns) and write dataset ``name`` to ``out_dir``, in this process (one shard);
+    returns its manifest (with ``detection``: the model, threshold and counts)."""
+    import shutil
+    import tempfile
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-parts-", dir=out_dir.parent))
+    try:
+        t0 = time.perf_counter()
+        part = detect_part(dataset_dir, ref, scratch / "part-0", name=name, device=device, precision=precision,
+                           threshold=threshold, batch_size=batch_size, chunk=chunk, progress=progress, loaded=loaded)
+        return assemble(dataset_dir, [part], out_dir, name=name, seconds=time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-from .engine import Execute, Job, Results, describe_job, run_job
+from .engine import Execute, Job, Results, call_pinned, describe_job, run_job
 
 
 @contextlib.contextmanager
@@ -58,3 +58,20 @@ def dask_execute(spec: Any, threads: int = 1, say: Callable[[str], None] | None 
                     say(f"[{i}/{len(jobs)}] {describe_job(job)}: done")
                 yield job, rec
     return execute
+
+
+def dask_map(spec: Any, threads: int = 1) -> Callable[[str, list[Job]], list[Any]]:
+    """An engine's ``map`` on a Dask cluster: every job submitted at once (retried twice where its worker
+    dies), the results in job order; a job that fails raises, naming it."""
+    def map_(fn_ref: str, jobs: list[Job]) -> list[Any]:
+        with _client(spec) as client:
+            futures = [client.submit(call_pinned, fn_ref, job, threads, pure=False, retries=2) for job in jobs]
+            out = []
+            for i, fut in enumerate(futures):
+                try:
+                    out.append(fut.result())
+                except Exception as e:
+                    raise RuntimeError(f"job {i + 1}/{len(jobs)} of {fn_ref} failed on the Dask cluster: "
+                                       f"{type(e).__name__}: {e}") from e
+            return out
+    return map_

@@ -2,6 +2,9 @@
 
 - ``grid(jobs) -> GridResult``: runs train/evaluate jobs (keyword arguments of :func:`run_job`) and lands each
   run record as it comes, in plan order (so a distributed grid publishes what a local one does);
+- ``map(fn_ref, jobs) -> list``: runs ``fn_ref`` (``"eventatlas.module:function"``, importable on every worker)
+  once per job (keyword arguments), on the runner (here one by one, on Dask, on Prefect's task runners), and
+  returns the results in job order; a job that fails fails the map, naming it;
 - ``publish(records) -> dict``: lands run records (:func:`eventatlas.store.publishing.publish_records`
   or the Prefect publish task around it; the only warehouse writer);
 - ``steps``: named steps a caller runs its own way (``ingest``: with Prefect's retries; ``atlas-build``,
@@ -43,6 +46,30 @@ def run_job(method: str | None = None, dataset: str | None = None, seed: int = 0
                                       reuse_unfinished=reuse_unfinished))
         return str(run_method(str(method), ddir, seed=seed, params=params, device=device, resume=resume, flow=flow,
                               reuse_unfinished=reuse_unfinished))
+
+
+def resolve_callable(ref: str) -> Callable[..., Any]:
+    """``"eventatlas.module:function"`` -> the function (only the project's own: a job names code by string so
+    that it travels to any worker, and only this package's functions may run there)."""
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    if not (module == "eventatlas" or module.startswith("eventatlas.")) or not attr.isidentifier():
+        raise ValueError(f"job function {ref!r}: expected 'eventatlas.<module>:<function>'")
+    return getattr(importlib.import_module(module), attr)
+
+
+def call_pinned(fn_ref: str, job: Job, threads: int | None = None) -> Any:
+    """One job of a map: ``fn_ref(**job)`` under ``threads`` torch/OpenMP/BLAS threads (pooled workers)."""
+    from ..run.scaleout import pinned_threads
+
+    with pinned_threads(threads):
+        return resolve_callable(fn_ref)(**job)
+
+
+def in_order(fn_ref: str, jobs: list[Job]) -> list[Any]:
+    """A map here, one job after another (the ``local`` runner)."""
+    return [call_pinned(fn_ref, job) for job in jobs]
 
 
 def describe_job(job: Job) -> str:
@@ -136,6 +163,7 @@ class Engine:
     say: Callable[[str], None] = print
     warn: Callable[[str], None] = log.warning
     steps: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    map: Callable[[str, list[Job]], list[Any]] = in_order
 
     def step(self, name: str, default: Callable[..., Any]) -> Callable[..., Any]:
         """The caller's own way of running step ``name``, else ``default``."""

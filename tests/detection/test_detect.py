@@ -127,3 +127,80 @@ def test_detect_in_a_text_dataset_reads_its_sentences(trained):
     # the text tables come along: the detected dataset still has the documents and sentences
     assert det.rows["sentences"] == len(sents) and det.rows["documents"] == src.rows["documents"]
     assert pq.read_table(det.path / "sentences.parquet").num_rows == len(sents)
+
+
+def _found(man) -> list[tuple]:
+    """The detected mentions without their dataset's name (which their ids carry): span, type, score."""
+    from pathlib import Path
+
+    rows = pq.read_table(Path(man["dataset_dir"]) / "mentions.parquet").to_pylist()
+    out = []
+    for r in rows:
+        e = json.loads(r["extra"])
+        out.append((r["doc_id"], r["sent_idx"], r["trigger_start"], r["trigger_end"], e["predicted_type"],
+                    e["predicted_by"], e["score"]))
+    return sorted(out)
+
+
+def _same(a: list[tuple], b: list[tuple]) -> None:
+    """Equal spans and types; scores equal to float noise (another batch composition pads differently)."""
+    assert [x[:-1] for x in a] == [x[:-1] for x in b] and a
+    assert max(abs(x[-1] - y[-1]) for x, y in zip(a, b)) <= 2e-4
+
+
+def test_shards_split_the_documents_and_find_what_one_process_finds(trained):
+    from eventatlas import config
+    from eventatlas.detection.apply import shard_of
+    from eventatlas.pipelines.detect import detect
+    from eventatlas.pipelines.local import engine
+
+    ddir, ref = trained
+    one = detect("mini_events", ref, "one", threshold=0.3, device="cpu", engine=engine())["manifest"]
+    three = detect("mini_events", ref, "three", threshold=0.3, device="cpu", shards=3, engine=engine())["manifest"]
+    _same(_found(one), _found(three))
+    assert three["detection"]["shards"] == 3 and one["detection"]["shards"] == 1
+    assert three["detection"]["sentences"] == one["detection"]["sentences"]
+    assert three["rows"] == one["rows"]
+    # a document's sentences all go to one shard, the same one in every process; the shards are all used here
+    docs = sorted({r["doc_id"] for r in pq.read_table(ddir / "mentions.parquet").to_pylist()})
+    assert [shard_of(d, 3) for d in docs] == [shard_of(d, 3) for d in docs]
+    assert len({shard_of(d, 3) for d in docs}) == 3 and {shard_of(d, 1) for d in docs} == {0}
+    assert not list(config.datasets_dir().glob(".*-parts-*"))  # the parts go once the dataset is written
+    with pytest.raises(ValueError, match="positive number of shards"):
+        detect("mini_events", ref, "none", device="cpu", shards=0, engine=engine())
+
+
+def test_a_failing_shard_leaves_no_dataset_and_no_parts(trained, monkeypatch):
+    from eventatlas import config
+    from eventatlas.detection import apply
+    from eventatlas.pipelines.detect import detect
+    from eventatlas.pipelines.local import engine
+
+    ddir, ref = trained
+    real = apply.detect_part
+
+    def second_fails(*a, **kw):
+        if kw.get("shard") == 1:
+            raise OSError("disk gone on purpose")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(apply, "detect_part", second_fails)
+    with pytest.raises(OSError, match="on purpose"):
+        detect("mini_events", ref, "broken", threshold=0.3, device="cpu", shards=2, engine=engine())
+    assert not (config.datasets_dir() / "broken").exists()
+    assert not list(config.datasets_dir().glob(".*-parts-*"))
+
+
+@pytest.mark.network
+@pytest.mark.timeout(600)
+def test_shards_on_a_dask_cluster_find_what_one_process_finds(trained):
+    from eventatlas.pipelines.detect import detect
+    from eventatlas.pipelines.local import engine
+
+    ddir, ref = trained
+    one = detect("mini_events", ref, "here", threshold=0.3, device="cpu", engine=engine())["manifest"]
+    lines: list[str] = []
+    two = detect("mini_events", ref, "on_dask", threshold=0.3, device="cpu", shards=2,
+                 engine=engine("dask:2", say=lines.append))["manifest"]
+    _same(_found(one), _found(two))
+    assert two["detection"]["shards"] == 2 and any("2 shard(s)" in ln for ln in lines)

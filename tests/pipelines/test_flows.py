@@ -309,3 +309,40 @@ def test_experiment_flow_runs_its_cells_on_a_runner_and_reuses_them(env):
     _, rows = Warehouse().query_rows("SELECT count(*) FROM experiment_runs WHERE experiment = 'untuned_similarity' "
                                      "AND mode = 'quick' AND run_id IN (SELECT run_id FROM runs)")
     assert rows[0][0] == 2
+
+
+@pytest.mark.timeout(600)
+def test_detect_flow_runs_its_shards_on_a_process_pool(env):
+    """The `detect` flow on Prefect's process pool: each shard a task run in a worker process, the dataset
+    written once from the parts, equal to the one-process result."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from support.mini_events import mini_tiny_bert, write_mini_events
+
+    from eventatlas import config
+    from eventatlas.pipelines.detect import detect as here
+    from eventatlas.pipelines.local import engine
+    from eventatlas.run.runner import run_method
+    from eventatlas.tracking.records import read_record
+    from flows.detect import detect
+
+    ddir = write_mini_events(config.data_root())
+    params = {"model_id": str(mini_tiny_bert(env["root"] / "mini")), "complete_sentences": True,
+              "heldout_sentences": 0.3, "dev_sentences": 0.3, "thresholds": [0.5],
+              "train": {"epochs": 1, "batch_size": 4, "lr": 1e-3, "precision": "fp32"}}
+    rec = read_record(run_method("event_detection", ddir, seed=0, params=params, device="cpu", flow="test"))
+    ref = f"run:{rec['run']['run_id']}"
+    man = detect("mini_events", ref, "pooled", threshold=0.3, device="cpu", shards=2, runner="process:2")
+    one = here("mini_events", ref, "unpooled", threshold=0.3, device="cpu", engine=engine())["manifest"]
+    assert man["detection"]["shards"] == 2 and man["rows"]["mentions"] == one["rows"]["mentions"] > 0
+    spans = [sorted((r["doc_id"], r["sent_idx"], r["trigger_start"], r["trigger_end"])
+                    for r in pq.read_table(Path(m["dataset_dir"]) / "mentions.parquet").to_pylist()) for m in (man, one)]
+    assert spans[0] == spans[1]
+
+    async def _names() -> list[str]:
+        async with get_client() as client:
+            return [t.name for t in await client.read_task_runs()]
+
+    names = asyncio.run(_names())
+    assert {"shard_job-0", "shard_job-1"} <= set(names), names

@@ -79,11 +79,17 @@ def _copy_run(run_id: str, out: Path) -> None:
             shutil.copy2(rec[key], dst / name)
             rec[key] = name
     rec["train_steps_path"] = rec["train_evals_path"] = None  # not on the pages
-    rec["artifacts"] = [{**a, "path": Path(a["path"]).name} for a in rec.get("artifacts") or [] if a.get("path")]
+    rec["artifacts"] = [{**a, "path": _in_run(a["path"], run_id)} for a in rec.get("artifacts") or [] if a.get("path")]
     rec.pop("model", None)
     # an absolute path keeps its last part
     text = re.sub(r'"(/[^"]+)"', lambda m: json.dumps(Path(m.group(1)).name), json.dumps(rec, indent=1, sort_keys=True))
     (dst / "run.json").write_text(text, encoding="utf-8")
+
+
+def _in_run(path: str, run_id: str) -> str:
+    """An artifact's path inside its run directory (``train/learning_curve.png``), else its last part."""
+    parts = Path(path).parts
+    return "/".join(parts[parts.index(run_id) + 1:]) if run_id in parts[:-1] else Path(path).name
 
 
 def fixture_warehouse(root: Path, fixture: Path = FIXTURE):
