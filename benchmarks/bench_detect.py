@@ -147,8 +147,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.rss_sentences:
         rss = peak_rss(sents, args.rss_sentences, args.batch_size, benchmarking.scratch_dir(args, "bench_detect"))
         result["rss"] = rss
-        cases.append(benchmarking.case("peak RSS MB", rss["peak_rss_mb"], None, higher_is_better=False,
-                                       setting=f"{rss['sentences']} sentences", ours_label="detect"))
+        cases.append(benchmarking.case("peak RSS MB", rss["peak_rss_mb"], rss["loaded_rss_mb"], higher_is_better=False,
+                                       setting=f"{rss['sentences']} sentences", ours_label="detect",
+                                       baseline_label="detector loaded"))
         print(f"peak RSS {rss['peak_rss_mb']:.0f} MB (detector loaded: {rss['loaded_rss_mb']:.0f} MB) for "
               f"{rss['sentences']} sentences in {rss['seconds']:.0f} s", flush=True)
     bench.finish(cases, result, out=args.out)

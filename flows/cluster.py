@@ -1,7 +1,6 @@
-"""``cluster``: embed (cached) then cluster a dataset's labelled mentions; assignments Parquet out."""
+"""``cluster``: embed (cached) then cluster a dataset's mentions; assignments Parquet out."""
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 from prefect import flow
 
 from eventatlas import config
@@ -13,17 +12,13 @@ from tasks.embed import embed_task
 @flow(name="cluster")
 def cluster(dataset: str, representation: str = "trigger", algorithm: str = "agglomerative",
             n_clusters: int | None = None, model_id: str | None = None, seed: int = 0, device: str = "auto") -> str:
-    """``n_clusters`` defaults to the number of distinct primary labels in the dataset."""
+    """``n_clusters`` defaults to the number of gold types, else (unlabelled mentions, e.g. detected ones) the
+    count with the best silhouette (:mod:`eventatlas.cluster.selection`)."""
     mentions = config.datasets_dir() / dataset / "mentions.parquet"
     if not mentions.exists():
         raise FileNotFoundError(f"{mentions}: dataset {dataset!r} is not ingested")
-    if n_clusters is None and algorithm != "affinity":
-        labels = pq.read_table(mentions, columns=["labels"])["labels"].to_pylist()
-        n_clusters = len({lab[0] for lab in labels if lab}) or None
-        if not n_clusters:
-            raise ValueError(f"{mentions}: no labels; pass n_clusters")
     from eventatlas.modeling.encode import embeddings_dir
 
     emb = embed_task(str(mentions), model_id, representation, str(embeddings_dir()), {"device": device})
     out = config.runs_dir() / new_run_id(f"cluster-{dataset}") / f"{representation}__{algorithm}.parquet"
-    return cluster_task(emb, algorithm, n_clusters, str(out), seed)
+    return cluster_task(emb, algorithm, n_clusters, str(out), seed, str(mentions))

@@ -213,8 +213,47 @@ def cases(work: Path, per_file: int, per_reader: int | None = None) -> Iterator[
             d = fresh(rel)
             (d / fname).write_bytes(data)
             yield f"{fname} {what}", reader, d
+    yield from text_corpus_cases(fresh, want)
     if per_reader is None:
         yield from handwritten_cases(work / "handwritten")
+
+
+def text_corpus_cases(fresh: Any, want: Any) -> Iterator[tuple[str, str, Path]]:
+    """The plain-text reader on a copy of its sample corpus (datasets/samples/text) with one file damaged or
+    one added: empty, binary, a line over the record cap, other encodings, bad JSON lines, a CSV without its
+    text column, a zip with a traversal member."""
+    brief = (S / "text" / "briefs.jsonl").read_text(encoding="utf-8").splitlines()
+    cap = int(os.environ.get("EVENTATLAS_MAX_RECORD_BYTES", 64 << 20))
+    latin = "Grève des dockers à Saint-Nazaire: le trafic reprend lundi, selon la capitainerie.\n"
+    changes: dict[str, tuple[str, bytes | None]] = {
+        "harbour_fire.txt emptied": ("harbour_fire.txt", b""),
+        "a binary file named .txt": ("photo.txt", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64),
+        "a line over the record cap": ("huge.txt", b"word " * (cap // 5 + 2)),
+        "a Latin-1 file": ("latin1.txt", latin.encode("latin-1")),
+        "a UTF-16 file with its BOM": ("utf16.txt", latin.encode("utf-16")),
+        "an invalid byte mid-file": ("rail_strike.txt", (S / "text" / "rail_strike.txt").read_bytes()[:40] + b"\xff"
+                                     + (S / "text" / "rail_strike.txt").read_bytes()[40:]),
+        "a JSON line that is a list": ("briefs.jsonl", "\n".join(brief[:1] + ["[1, 2]"] + brief[1:]).encode()),
+        "a JSON line without text": ("briefs.jsonl", "\n".join(brief[:1] + ['{"id": "x"}'] + brief[1:]).encode()),
+        "a JSON line whose text is a number": ("briefs.jsonl", "\n".join(brief[:1] + ['{"id": "x", "text": 7}']
+                                                                         + brief[1:]).encode()),
+        "a JSON line cut in half": ("briefs.jsonl", "\n".join(brief[:1] + [brief[1][: len(brief[1]) // 2]]
+                                                               + brief[2:]).encode()),
+        "a CSV without the text column": ("notes.csv", b"id,body\n1,Flooding closed the ring road.\n"),
+        "a file named .txt in another encoding and a NUL": ("mixed.txt", "caf\u00e9\x00".encode("utf-8")),
+    }
+    for what, (fname, data) in changes.items():
+        if not want("text"):
+            continue
+        d = fresh("text")
+        (d / fname).write_bytes(data)
+        yield f"text corpus: {what}", "text", d
+    if want("text"):
+        d = fresh("text")
+        with zipfile.ZipFile(d / "corpus.zip", "w") as zf:
+            zf.writestr("../../escape.txt", "The river burst its banks overnight.")
+            zf.writestr("inside.txt", "Crews cleared the debris by noon.")
+        yield "text corpus: a zip with a ../ member", "text", d
 
 
 def _fn_zip(path: Path, extra: dict[str, bytes] | None = None, stored: bool = False) -> Path:

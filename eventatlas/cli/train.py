@@ -38,7 +38,7 @@ def cluster(
     representation: str = typer.Option("trigger", "--representation", "-r"),
     algorithm: str = typer.Option("agglomerative", "--algorithm", "-a",
                                   help="agglomerative, manifold, manifold_sym, affinity"),
-    n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types"),
+    n_clusters: Optional[int] = typer.Option(None, "--n-clusters", "-k", help="default: number of gold types, else the best silhouette"),
     model: Optional[str] = typer.Option(None, "--model"),
     seed: int = typer.Option(0, "--seed", callback=seed_option),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (embedding)"),
@@ -50,7 +50,12 @@ def cluster(
         unknown("clustering algorithm", algorithm, algorithms)
     check_device(device)
     assignments = run_flow("cluster", dataset, representation, algorithm, n_clusters, model, seed, device)
-    console.print(assignments, markup=False)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(assignments)
+    how = (table.schema.metadata or {}).get(b"n_clusters", b"").decode()
+    console.print(f"{table.num_rows} mentions of {dataset} -> {len(set(table['cluster'].to_pylist()))} clusters "
+                  f"({algorithm} over {representation}; {how}) -> {assignments}", markup=False, soft_wrap=True)
 
 
 @app.command("train-all")

@@ -293,10 +293,15 @@ def _load(r: dict[str, Any]) -> str:
     return "" if a is None else f"{a:.1f} → {b:.1f}" if b is not None else f"{a:.1f}"
 
 
+def _arm(label: Any, value: Any) -> str:
+    """A benchmark arm's cell; a measurement with no baseline arm (a memory ceiling) shows none."""
+    return "-" if value is None else f"{label}: {_num(value)}"
+
+
 def _bench_row(r: dict[str, Any]) -> dict[str, Any]:
     """A benchmark row with what its cells show (both arms, the ratio, the machine and its load)."""
     return {**r, "ours_text": f"{r['ours_label']}: {_num(r['ours'])}", "ratio_text": _num(r["ratio"], "×"),
-            "baseline_text": f"{r['baseline_label']}: {_num(r['baseline'])}", "machine": _machine(r),
+            "baseline_text": _arm(r["baseline_label"], r["baseline"]), "machine": _machine(r),
             "better": r["ratio"] is not None and r["ratio"] > 1, "load": _load(r),
             "arrow": "↑" if r["higher_is_better"] else "↓", "version": str(r["code_version"] or "")}
 
@@ -359,7 +364,7 @@ def benchmarks_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def _bench_md_row(r: dict[str, Any], first: list[Any]) -> str:
-    cells = [*first, f"{r['ours_label']}: {_num(r['ours'])}", f"{r['baseline_label']}: {_num(r['baseline'])}",
+    cells = [*first, f"{r['ours_label']}: {_num(r['ours'])}", _arm(r["baseline_label"], r["baseline"]),
              f"**{_num(r['ratio'], '×')}**" if r["ratio"] is not None and r["ratio"] > 1 else _num(r["ratio"], "×"),
              _machine(r), _load(r), r["code_version"]]
     return "| " + " | ".join(_md(c) for c in cells) + " |"

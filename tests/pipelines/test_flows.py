@@ -346,3 +346,10 @@ def test_detect_flow_runs_its_shards_on_a_process_pool(env):
 
     names = asyncio.run(_names())
     assert {"shard_job-0", "shard_job-1"} <= set(names), names
+    # the detected mentions have no labels: `cluster` chooses the count itself and says how
+    from flows.cluster import cluster
+
+    out = pq.read_table(cluster("pooled", model_id=env["model"]))
+    how = out.schema.metadata[b"n_clusters"].decode()
+    assert how.startswith(f"{len(set(out['cluster'].to_pylist()))} clusters: no labels"), how
+    assert out.num_rows == man["rows"]["mentions"]
