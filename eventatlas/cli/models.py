@@ -72,6 +72,10 @@ def evaluate(
                   soft_wrap=True)
     if rec["status"] == "failed":
         raise typer.Exit(1)
+    from .train import run_summary
+
+    for line in run_summary(path):
+        console.print(line, markup=False, soft_wrap=True, highlight=False)
     if publish:
         from .results import publish_paths
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.markup import escape
@@ -14,8 +14,10 @@ from .base import _fail, app, check_device, console, dataset_dir, run_dir
 @app.command()
 def search(
     dataset: str = typer.Option(..., "--dataset", help="ingested corpus to search (its mentions)"),
-    examples: Path = typer.Option(..., "--examples", help="JSON lines: a sentence with its trigger in [brackets] "
-                                  "(a string or {\"text\": ...}) or {\"mention_id\": ...}"),
+    examples: Optional[Path] = typer.Option(None, "--examples", help="JSON lines: a sentence with its trigger in "
+                                            "[brackets] (a string or {\"text\": ...}) or {\"mention_id\": ...}"),
+    query: Optional[List[str]] = typer.Option(None, "--query", "-q", help="an example on the command line: a "
+                                              "sentence with its trigger in [brackets] (repeatable)"),
     model: str = typer.Option("adhoc", "--model", help="adhoc (mean cosine) | siamese (trained on the examples now) | "
                               "meta:<run id> (a network an emr run meta-trained on other types)"),
     top: int = typer.Option(50, "--top", help="results to show"),
@@ -31,6 +33,10 @@ def search(
     """Few-shot event mention retrieval: rank a corpus's mentions by similarity to a few examples."""
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
         _fail(f"--output {output}: give a .csv or .parquet path", code=2)
+    if examples is None and not query:
+        _fail("no examples: give --examples FILE or --query \"a sentence with its [trigger]\"", code=2)
+    if examples is not None and not examples.is_file():  # before the encoder's imports (seconds)
+        _fail(f"{examples}: examples file not found", code=2)
     ddir = dataset_dir(dataset)
     check_device(device)
     from ..emr.search import SearchError
@@ -47,8 +53,8 @@ def search(
             bar = tqdm(total=epochs, desc="siamese", unit="epoch")
             kw = {"siamese": SiameseParams(epochs=epochs),
                   "on_epoch": lambda done, total: bar.update(done - bar.n)}
-        table = run_search(ddir, examples, model=model, top=top, model_id=encoder, representation=representation,
-                           device=device, seed=seed, **kw)
+        table = run_search(ddir, examples, queries=query or (), model=model, top=top, model_id=encoder,
+                           representation=representation, device=device, seed=seed, **kw)
     except (SearchError, FileNotFoundError) as e:  # bad input: examples, dataset, --model
         _fail(str(e), code=2)
     finally:
@@ -63,7 +69,8 @@ def search(
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     console.print(f"ranked by {model} over the {meta.get('representation')} representation of "
                   f"{meta.get('encoder')}", markup=False, soft_wrap=True)
-    t = Table(title=f"{dataset}: top {len(rows)} for {examples} ({model}, {meta.get('representation')})")
+    given = " + ".join(([str(examples)] if examples is not None else []) + ([f"{len(query)} --query"] if query else []))
+    t = Table(title=f"{dataset}: top {len(rows)} for {given} ({model}, {meta.get('representation')})")
     for c in ("rank", "score", "sentence", "doc_id", "labels"):
         t.add_column(c, overflow="fold")
     for row in rows:

@@ -170,6 +170,8 @@ def train(
                       soft_wrap=True)
         if run["status"] == "failed":
             raise typer.Exit(1)
+        for line in run_summary(path):
+            console.print(line, markup=False, soft_wrap=True, highlight=False)
 
 
 def type_text(ann: Any) -> str:
@@ -275,6 +277,34 @@ def summary_lines(boards: list[dict], width: int = SUMMARY_WIDTH) -> list[str]:
     for r in [head, *rows]:
         line = "  ".join([*(r[i].ljust(w[i]) for i in range(4)), r[4].rjust(w[4]), r[5].rjust(w[5])])
         out.append(line if len(line) <= width else line[:width - 1] + "…")
+    return out
+
+
+def run_summary(record: str | Path) -> list[str]:
+    """A run's own headlines, one line per task x dataset (the leaderboard's rule,
+    :func:`eventatlas.results.leaderboard.headlines`, over the run's metric rows alone, read from its metrics
+    file) with the configuration that gave it: what ``train`` and ``evaluate`` print after the record's path,
+    so a score needs no trip to the leaderboard."""
+    import math
+
+    import pyarrow.parquet as pq
+
+    from eventatlas.evaluation.metric_specs import higher_is_better, scale
+    from eventatlas.results.leaderboard import IDENTITY, build, headlines
+    from eventatlas.tracking.records import read_record
+
+    path = read_record(record).get("metrics_path")
+    if not path or not Path(path).exists():
+        return []
+    rows = [r for r in pq.read_table(path).to_pylist()
+            if isinstance(r.get("value"), (int, float)) and math.isfinite(r["value"])]
+    board = [{**{k: r.get(k) for k in IDENTITY}, "metric": r["metric"], "mean": float(r["value"]), "std": None,
+              "n_seeds": 1, "best": float(r["value"])} for r in rows]
+    out = []
+    for h in headlines(build(board, {r["metric"] for r in rows if not higher_is_better(r["metric"])})):
+        conf = ", ".join(f"{k} {v}" for k, v in h["config"].items())
+        more = f"; the best of {h['n_configs']} configurations" if h["n_configs"] > 1 else ""
+        out.append(f"{h['task']} on {h['dataset']}: {h['metric']} {h['mean'] * scale(h['metric']):.1f} ({conf}{more})")
     return out
 
 

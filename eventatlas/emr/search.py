@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -83,6 +83,11 @@ def read_examples(path: str | Path) -> list[Example]:
     if not out:
         raise SearchError(f"{p}: no examples (one JSON line per example)")
     return out
+
+
+def query_examples(queries: Sequence[str]) -> list[Example]:
+    """Examples given on the command line (``--query "Rebels [attacked] the base."``), each one marked sentence."""
+    return [Example(f"--query {n}", *marked_span(q, f"--query {n}")) for n, q in enumerate(queries, 1)]
 
 
 def load_corpus(dataset_dir: str | Path) -> pa.Table:
@@ -179,13 +184,14 @@ def best_representation(model_id: str | None, meta_info: dict[str, Any] | None =
     return DEFAULT_REPRESENTATION
 
 
-def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "adhoc", top: int = 50,
+def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, queries: Sequence[str] = (),
+           model: str = "adhoc", top: int = 50,
            model_id: str | None = None, representation: str | None = None, device: str = "auto", seed: int = 0,
            siamese: Any = None, max_outside: int = 50_000, cache_dir: str | Path | None = None,
            on_epoch: Callable[[int, int], None] | None = None, index: CorpusIndex | None = None) -> pa.Table:
-    """Rank the corpus for the examples; returns :data:`RESULT_COLUMNS` rows, best first. The table's
-    schema metadata says which representation and encoder ranked it (``representation=None``: the
-    best known one, :func:`best_representation`)."""
+    """Rank the corpus for the examples (those of ``examples_path`` and the marked sentences ``queries``);
+    returns :data:`RESULT_COLUMNS` rows, best first. The table's schema metadata says which representation
+    and encoder ranked it (``representation=None``: the best known one, :func:`best_representation`)."""
     from .. import config as paths
     from ..modeling.device import resolve_device
     from ..modeling.encode import Encoder
@@ -218,11 +224,15 @@ def search(dataset_dir: str | Path, examples_path: str | Path, *, model: str = "
     if top < 1:
         raise SearchError(f"--top must be >= 1, got {top}")
     dataset_dir = Path(dataset_dir)
-    examples = read_examples(examples_path)  # bad examples fail before anything is embedded
+    if examples_path is None and not queries:
+        raise SearchError("no examples: give --examples FILE or --query \"a sentence with its [trigger]\"")
+    # bad examples fail before anything is embedded
+    examples = (read_examples(examples_path) if examples_path is not None else []) + query_examples(queries)
     corpus = load_corpus(dataset_dir)
     examples, given = resolve_examples(examples, corpus, dataset_dir.name)
     if model == "siamese" and len(examples) < 2:
-        raise SearchError(f"{examples_path}: the siamese model needs at least 2 examples (same-class pairs), got 1")
+        raise SearchError(f"{examples_path or '--query'}: the siamese model needs at least 2 examples (same-class "
+                          "pairs), got 1")
     device = resolve_device(device)
     if index is None:
         index = CorpusIndex.build(dataset_dir, model_id=model_id, representation=representation, cache_dir=cache_dir,

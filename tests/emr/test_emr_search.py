@@ -64,6 +64,28 @@ def test_search_ranks_the_examples_kind_first(corpus, tmp_path):
     assert [ln.split(",")[2].strip('"') for ln in lines[1:]] == [x["mention_id"] for x in res]
 
 
+def test_query_examples_on_the_command_line_rank_as_a_file_of_them_does(corpus, tmp_path):
+    ex = _examples(tmp_path, ["The conglomerate [bought] a chain of hotels .",
+                              "Google agreed to [acquire] the phone maker ."])
+    by_file, by_query = tmp_path / "f.parquet", tmp_path / "q.parquet"
+    r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "--top", "5", "-o", str(by_file)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--query", "The conglomerate [bought] a chain of hotels .",
+                            "-q", "Google agreed to [acquire] the phone maker .", "--top", "5", "-o", str(by_query)],
+                      terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "for 2 --query" in r.output
+    assert pq.read_table(by_query).to_pylist() == pq.read_table(by_file).to_pylist()
+    # file and queries together; a query without its [trigger] and no examples at all are one-line refusals
+    r = runner.invoke(app, ["search", "--dataset", "emr_sample", "--examples", str(ex), "-q", "A firm [purchased] a rival ."])
+    assert r.exit_code == 0 and f"for {ex} + 1 --query" in " ".join(r.output.split()), r.output
+    for args, msg in ((["-q", "no trigger here"], "--query 1: no trigger marked"),
+                      ([], "no examples: give --examples FILE or --query"),
+                      (["--examples", str(tmp_path / "absent.jsonl")], "absent.jsonl: examples file not found")):
+        r = runner.invoke(app, ["search", "--dataset", "emr_sample", *args], terminal_width=300)
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and msg in r.output, r.output
+
+
 def test_search_siamese_trains_on_the_examples(corpus, tmp_path):
     ex = _examples(tmp_path, ["Rebels [stormed] the town hall .", "Gunmen [attacked] the embassy ."])
     out = tmp_path / "s.parquet"

@@ -206,4 +206,7 @@ def test_eventatlas_train_under_torchrun_one_record_and_resume(tmp_path):
                         "cpu", "--params", params, "--resume"], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert str(unfinished / "run.json") in " ".join(r.stdout.split())
+    # and says what it scored: the run's headline per task x dataset, with the configuration that gave it
+    heads = [ln for ln in r.stdout.splitlines() if " on mini_events: " in ln]
+    assert heads and all("(" in ln and ln.rstrip().endswith(")") for ln in heads), r.stdout[-2000:]
     assert sorted(p.name for p in (root / "data" / "runs").iterdir()) == sorted([runs[0].name, unfinished.name])

@@ -79,6 +79,17 @@ def test_evaluate_with_a_relative_data_root_lands_the_run_in_the_warehouse(tmp_p
     assert status == "completed" and n > 0 and run_id.startswith("eval-swcc-m-s0-")
     rec = json.loads((tmp_path / "data" / "runs" / run_id / "run.json").read_text())
     assert rec["metrics_path"] == str(tmp_path / "data" / "runs" / run_id / "metrics.parquet")
+    # the command says what it scored: a headline line per task, a value of the run's own metric rows
+    from eventatlas.evaluation.metric_specs import scale
+
+    heads = [ln for ln in r.output.splitlines() if " on m: " in ln]
+    assert heads, r.output
+    scored = pq.read_table(rec["metrics_path"]).to_pylist()
+    for ln in heads:
+        task, rest = ln.split(" on m: ")
+        metric, value = rest.split(" ")[:2]
+        assert any(x["task"] == task and x["metric"] == metric and abs(x["value"] * scale(metric) - float(value)) <= 0.05
+                   for x in scored), (ln, task, metric)
 
 
 # ----------------------------------------------------------------------------- run: references are names
