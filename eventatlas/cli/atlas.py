@@ -6,8 +6,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from .base import (_fail, app, console, dataset_dir, local_engine, print_rows, print_warning, run_dir, run_flow, split,
-                   use_prefect)
+from .base import (_fail, app, check_device, console, dataset_dir, error_line, local_engine, print_rows, print_warning,
+                   run_dir, run_flow, seed_option, split, unknown, use_prefect)
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
@@ -184,3 +184,73 @@ def publish_cmd() -> None:
         _fail(str(e))
     console.print(f"{len(out['landed'])} parts landed, {out['unchanged']} unchanged, {len(out['dropped'])} dropped",
                   markup=False)
+
+
+@app.command()
+def discover(
+    dataset: str = typer.Argument(..., help="ingested dataset: its mentions (detected ones, e.g. `eventatlas detect`), "
+                                            "or its text with --detector"),
+    k: Optional[int] = typer.Option(None, "--k", min=2, help="number of types (default: the best cosine silhouette)"),
+    link_to: Optional[List[str]] = typer.Option(None, "--link-to", help="known inventories (ingested datasets, "
+                                                "comma-separated or repeated) to link the types to"),
+    detector: Optional[str] = typer.Option(None, "--detector", help="run:<id> of a saved detector: detect the "
+                                           "dataset's mentions first (into <dataset>_detected)"),
+    algorithm: str = typer.Option("agglomerative", "--algorithm", "-a", help="agglomerative, manifold, manifold_sym"),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id, local path or run:<id> of a saved model "
+                                          "(default all-MiniLM-L6-v2)"),
+    seed: int = typer.Option(0, "--seed", callback=seed_option),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+) -> None:
+    """Induce the event types of a dataset's mentions, describe each (size, triggers, medoid sentences, a name)
+    and link them to known inventories; writes types, assignments and links (Parquet) into a run directory."""
+    from .. import config
+    from ..discover.run import DiscoverConfig
+    from ..discover.run import discover as run_discover
+    from ..errors import InputError
+    from ..modeling.saved import ModelError
+    from ..tracking.runinfo import new_run_id
+
+    if algorithm not in ("agglomerative", "manifold", "manifold_sym"):
+        unknown("clustering algorithm", algorithm, ("agglomerative", "manifold", "manifold_sym"))
+    check_device(device)
+    ddir = dataset_dir(dataset)
+    known = split(link_to) or []
+    for name in known:
+        dataset_dir(name)  # a misspelt inventory: one line, before any work
+    try:
+        if detector is not None:
+            from ..pipelines.detect import detect as detect_pipeline
+
+            man = detect_pipeline(str(ddir), detector, None, None, device, engine=local_engine())["manifest"]
+            ddir = Path(man["dataset_dir"])
+            d = man["detection"]
+            console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences -> {man['dataset']}",
+                          markup=False, soft_wrap=True)
+        cfg = DiscoverConfig(k=k, algorithm=algorithm, encoder=encoder, link_to=known, seed=seed, device=device)
+        out = config.runs_dir() / new_run_id(f"discover-{ddir.name}")
+        summary = run_discover(ddir, out, cfg, say=lambda m: console.print(m, markup=False, soft_wrap=True))
+    except (InputError, ModelError, FileNotFoundError, ValueError) as e:
+        _fail(error_line(e), code=2)
+    _print_cards(summary)
+
+
+def _print_cards(summary: dict) -> None:
+    import pyarrow.parquet as pq
+
+    types = pq.read_table(summary["files"]["types"]).to_pylist()
+    best: dict[str, dict] = {}
+    if "links" in summary["files"]:
+        for r in pq.read_table(summary["files"]["links"]).to_pylist():
+            if r["method"] == "centroid" and r["rank"] == 1:
+                best.setdefault(r["source"].split("::", 1)[1], {})[r["target"].split("::", 1)[0]] = r
+    console.print(f"{summary['mentions']} mentions of {summary['dataset']} -> {summary['types']} types "
+                  f"({summary['how'].split(':', 1)[1].strip()})", markup=False, soft_wrap=True, highlight=False)
+    for t in types:
+        console.print(f"{t['type_id']:>4}  {t['name']}  ({t['size']} mentions, cohesion {t['cohesion']:.2f}; "
+                      f"triggers: {', '.join(t['triggers'])})", markup=False, soft_wrap=True, highlight=False)
+        for ex in t["examples"][:2]:
+            console.print(f"        e.g. {ex}", markup=False, soft_wrap=True, highlight=False)
+        for inv, r in sorted(best.get(t["type_id"], {}).items()):
+            console.print(f"        nearest in {inv}: {r['target'].split('::', 1)[1]} (centroid cosine "
+                          f"{r['raw_score']:.2f})", markup=False, soft_wrap=True, highlight=False)
+    console.print(f"written: {', '.join(summary['files'].values())}", markup=False, soft_wrap=True, highlight=False)

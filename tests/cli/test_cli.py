@@ -11,7 +11,7 @@ from eventatlas.store.warehouse import Warehouse
 
 COMMANDS = ["ingest", "ingest-samples", "datasets", "embed", "cluster", "train-all", "train", "methods", "leaderboard",
             "sql", "demo", "migrate", "build-wikievents", "publish", "restore", "report", "search", "ground", "runs",
-            "extract-events", "ensemble", "models", "evaluate", "atlas", "experiment", "detect"]
+            "extract-events", "ensemble", "models", "evaluate", "atlas", "experiment", "detect", "discover"]
 runner = CliRunner()
 
 

@@ -65,6 +65,7 @@ LAYER_ORDER: list[tuple[str, ...]] = [
     ("swcc", "emr", "induction", "framedml", "detection", "atlas"),
     ("store",),  # the warehouse and its one writer: lands runs, wiki builds, atlas builds; benchmark runs
     ("grounding",),  # builds on emr's rankers
+    ("discover",),  # the event types of a corpus: induced, described, linked (builds on the atlas and clustering)
     ("methods",),  # method specs, the method contract, ensembles
     ("run",),  # one run of a method (runner), scale-out planning
     ("experiments",),  # declared experiments over runs

@@ -1,0 +1,129 @@
+"""``discover``: a dataset's mentions -> embedded -> clustered into types (the count chosen without labels
+unless given) -> described -> linked to known inventories; Parquet out (``types``, ``assignments``,
+``links``), written atomically into the output directory.
+
+Gold labels, when a dataset has them, are never read to choose or shape the types (this is discovery);
+they are only carried onto each card as its majority label, for scoring against the gold later.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+TYPES = pa.schema([
+    pa.field("type_id", pa.string(), nullable=False), pa.field("name", pa.string()),
+    pa.field("size", pa.int64()), pa.field("triggers", pa.list_(pa.string())),
+    pa.field("trigger_counts", pa.list_(pa.int64())), pa.field("cohesion", pa.float64()),
+    pa.field("examples", pa.list_(pa.string())), pa.field("medoid_ids", pa.list_(pa.string())),
+    pa.field("majority_label", pa.string()),
+])
+
+
+@dataclass
+class DiscoverConfig:
+    k: int | None = None                # None: the count with the best cosine silhouette
+    algorithm: str = "agglomerative"
+    representation: str = "trigger"
+    encoder: str | None = None          # None: the default encoder; a HF id, a path or run:<id>
+    link_to: list[str] = field(default_factory=list)  # dataset names (or directories) of known inventories
+    link_sample: int | None = 200       # mentions per type the linking embeds (None: all)
+    n_examples: int = 3
+    seed: int = 0
+    device: str | None = None
+
+
+def _inventory(key: str, dataset: str, dataset_dir: Path, cards: list[dict[str, Any]]) -> Any:
+    from ..atlas.inventory import Inventory
+
+    return Inventory(key=key, kind="cluster", dataset=dataset, dataset_dir=dataset_dir, ontology=None,
+                     fingerprint=key, types=[c["type_id"] for c in cards], names=[c["name"] for c in cards],
+                     definitions=[None] * len(cards), parents=[None] * len(cards),
+                     mentions={c["type_id"]: c["mention_ids"] for c in cards},
+                     majority=[c["majority_label"] for c in cards])
+
+
+def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig | None = None, *,
+             say: Callable[[str], None] = log.info) -> dict[str, Any]:
+    """Discover the types of ``dataset_dir``'s mentions into ``out_dir``; returns a summary (counts, how the
+    count was chosen, the files, the seconds of each stage)."""
+    import pyarrow.parquet as pq
+
+    from ..atlas.inventory import dataset_inventory
+    from ..atlas.link import LinkConfig, link_pair
+    from ..atlas.scorers import EVIDENCE_SCORERS
+    from ..cluster import cluster
+    from ..cluster.selection import by_silhouette
+    from ..data import Manifest
+    from ..errors import InputError
+    from ..io import atomic_write_json, write_parquet
+    from ..modeling.encode import embed_mentions, load_embeddings
+    from .describe import describe_types
+
+    cfg = cfg or DiscoverConfig()
+    man = Manifest.read(dataset_dir)
+    ddir, out = Path(dataset_dir), Path(out_dir)
+    mpath = man.table("mentions")
+    if not mpath.exists() or not man.rows.get("mentions"):
+        raise InputError(mpath, "file", f"dataset {man.dataset} has no mentions to discover types in; find them "
+                                        f"first: `eventatlas detect {man.dataset} --model run:<detector>`")
+    known = [(Path(d) if Path(str(d)).is_dir() else ddir.parent / str(d)) for d in cfg.link_to]
+    for d in known:  # a missing inventory is refused before the encoder runs
+        if not (d / "manifest.json").exists():
+            raise InputError(d, "dataset", f"--link-to {d.name}: not an ingested dataset")
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    ids, X = load_embeddings(embed_mentions(mpath, cfg.encoder, cfg.representation, device=cfg.device))
+    seconds["embed"] = round(time.perf_counter() - t, 2)
+    if len(ids) < 2:
+        raise InputError(mpath, "file", f"{len(ids)} usable mention(s): too few to induce types")
+    t = time.perf_counter()
+    if cfg.k is not None:
+        k, how = min(cfg.k, len(ids)), f"{min(cfg.k, len(ids))} types: given"
+    else:
+        k, scores = by_silhouette(X, cfg.algorithm, seed=cfg.seed)
+        how = (f"{k} types: the count with the best cosine silhouette on a sample of "
+               f"{min(len(ids), 4000)} mentions ({', '.join(f'{c}: {s:.3f}' for c, s in scores.items())})")
+    clusters = cluster(np.asarray(X), cfg.algorithm, n_clusters=k, seed=cfg.seed)
+    seconds["cluster"] = round(time.perf_counter() - t, 2)
+    log.info("discover %s: %s", man.dataset, how)
+    cols = ["mention_id", "doc_id", "sent_idx", "sentence", "trigger", "trigger_start", "trigger_end", "labels"]
+    table = pq.read_table(mpath, columns=cols)
+    rows = {r["mention_id"]: r for r in table.to_pylist()}
+    mentions = [rows[i] for i in ids]
+    cards = describe_types(mentions, X, clusters, n_examples=cfg.n_examples)
+    key = f"discover:{man.dataset}"
+    inv = _inventory(key, man.dataset, ddir, cards)
+    t = time.perf_counter()
+    link_tables = []
+    for d in known:
+        target = dataset_inventory(d)
+        res = link_pair(inv, target, LinkConfig(methods=EVIDENCE_SCORERS, max_per_type=cfg.link_sample, seed=cfg.seed,
+                                                representation=cfg.representation, device=cfg.device),
+                        encoder=cfg.encoder)
+        link_tables.append(res.links)
+        say(f"linked {len(cards)} types to {target.key} ({len(target.types)} types): {res.links.num_rows} link rows")
+    seconds["link"] = round(time.perf_counter() - t, 2)
+    out.mkdir(parents=True, exist_ok=True)
+    of = {c["type_id"]: c for c in cards}
+    type_of = {m: c["type_id"] for c in cards for m in c["mention_ids"]}
+    write_parquet(pa.Table.from_pylist([{k_: c[k_] for k_ in TYPES.names} for c in cards], schema=TYPES),
+                  out / "types.parquet")
+    write_parquet(pa.table({"mention_id": list(ids), "type_id": [type_of[m] for m in ids],
+                            "cluster": [int(of[type_of[m]]["cluster"]) for m in ids]}), out / "assignments.parquet")
+    files = {"types": str(out / "types.parquet"), "assignments": str(out / "assignments.parquet")}
+    if link_tables:
+        write_parquet(pa.concat_tables(link_tables), out / "links.parquet")
+        files["links"] = str(out / "links.parquet")
+    summary = {"dataset": man.dataset, "inventory": key, "mentions": len(ids), "types": len(cards), "how": how,
+               "config": asdict(cfg), "files": files, "seconds": seconds,
+               "linked_to": [d.name for d in known]}
+    atomic_write_json(out / "discover.json", summary)
+    return summary
