@@ -198,39 +198,37 @@ def discover(
     algorithm: str = typer.Option("agglomerative", "--algorithm", "-a", help="agglomerative, manifold, manifold_sym"),
     encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id, local path or run:<id> of a saved model "
                                           "(default all-MiniLM-L6-v2)"),
+    threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0, help="with --detector: its "
+                                              "identification threshold (default: the one dev chose)"),
     seed: int = typer.Option(0, "--seed", callback=seed_option),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
 ) -> None:
     """Induce the event types of a dataset's mentions, describe each (size, triggers, medoid sentences, a name)
     and link them to known inventories; writes types, assignments and links (Parquet) into a run directory."""
-    from .. import config
-    from ..discover.run import DiscoverConfig
-    from ..discover.run import discover as run_discover
     from ..errors import InputError
     from ..modeling.saved import ModelError
-    from ..tracking.runinfo import new_run_id
 
     if algorithm not in ("agglomerative", "manifold", "manifold_sym"):
         unknown("clustering algorithm", algorithm, ("agglomerative", "manifold", "manifold_sym"))
     check_device(device)
-    ddir = dataset_dir(dataset)
+    dataset_dir(dataset)
     known = split(link_to) or []
     for name in known:
         dataset_dir(name)  # a misspelt inventory: one line, before any work
+    args = (dataset, k, known, detector, algorithm, encoder, seed, device, threshold)
     try:
-        if detector is not None:
-            from ..pipelines.detect import detect as detect_pipeline
+        if use_prefect():
+            summary = run_flow("discover", *args)
+        else:
+            from ..pipelines.discover import discover as pipeline
 
-            man = detect_pipeline(str(ddir), detector, None, None, device, engine=local_engine())["manifest"]
-            ddir = Path(man["dataset_dir"])
-            d = man["detection"]
-            console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences -> {man['dataset']}",
-                          markup=False, soft_wrap=True)
-        cfg = DiscoverConfig(k=k, algorithm=algorithm, encoder=encoder, link_to=known, seed=seed, device=device)
-        out = config.runs_dir() / new_run_id(f"discover-{ddir.name}")
-        summary = run_discover(ddir, out, cfg, say=lambda m: console.print(m, markup=False, soft_wrap=True))
+            summary = pipeline(*args, engine=local_engine(say=lambda m: console.print(m, markup=False, soft_wrap=True)))
     except (InputError, ModelError, FileNotFoundError, ValueError) as e:
         _fail(error_line(e), code=2)
+    if summary.get("detected"):
+        d = summary["detected"]["detection"]
+        console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences -> "
+                      f"{summary['detected']['dataset']}", markup=False, soft_wrap=True)
     _print_cards(summary)
 
 

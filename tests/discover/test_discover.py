@@ -105,3 +105,29 @@ def test_the_command_prints_its_cards(world):
     assert r.output.count("nearest in mini_events:") == 3 and "written:" in r.output and "e.g. " in r.output
     bad = CliRunner().invoke(app, ["discover", "mini_events", "--link-to", "nope"], terminal_width=300)
     assert bad.exit_code == 2 and "dataset 'nope' is not ingested" in bad.output
+
+
+def test_discover_detects_first_in_plain_text(world, tmp_path):
+    """With a detector, the text's mentions are found first (into <dataset>_detected), then discovered."""
+    from eventatlas import config
+    from eventatlas.data.ingest import ingest
+    from eventatlas.pipelines.discover import discover
+    from eventatlas.pipelines.local import engine
+    from eventatlas.run.runner import run_method
+    from eventatlas.tracking.records import read_record
+    from support.mini_events import SENTENCES
+
+    ddir, model = world
+    params = {"model_id": str(model), "complete_sentences": True, "heldout_sentences": 0.3, "dev_sentences": 0.3,
+              "thresholds": [0.5], "train": {"epochs": 1, "batch_size": 4, "lr": 1e-3, "precision": "fp32"}}
+    rec = read_record(run_method("event_detection", ddir, seed=0, params=params, device="cpu", flow="test"))
+    text = tmp_path / "news.txt"
+    text.write_text(" ".join(s for ss in SENTENCES.values() for s in ss[:2]), encoding="utf-8")
+    ingest("text", text, dataset="news")
+    lines: list[str] = []
+    out = discover("news", k=2, detector=f"run:{rec['run']['run_id']}", encoder=str(model), device="cpu",
+                   threshold=0.0, engine=engine(say=lines.append))
+    assert out["detected"]["dataset"] == "news_detected" and out["dataset"] == "news_detected"
+    assert out["mentions"] == out["detected"]["detection"]["mentions"] > 2 and out["types"] == 2
+    assert (config.datasets_dir() / "news_detected" / "mentions.parquet").exists()
+    assert sum(t["size"] for t in pq.read_table(out["files"]["types"]).to_pylist()) == out["mentions"]

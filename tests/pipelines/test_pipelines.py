@@ -91,7 +91,8 @@ def _calls(path: Path) -> set[str]:
 @pytest.mark.parametrize("flow, pipeline, call", [("ingest", "ingest", "ingest"), ("atlas", "atlas", "atlas"),
                                                   ("train_all", "train_grid", "train_all"),
                                                   ("experiment", "experiment", "experiment"),
-                                                  ("detect", "detect", "detect")])
+                                                  ("detect", "detect", "detect"),
+                                                  ("discover", "discover", "discover")])
 def test_each_flow_only_decorates_its_pipeline(flow, pipeline, call):
     """The command's body is the pipeline's; the flow passes the Prefect engine and calls it."""
     src = (ROOT / "flows" / f"{flow}.py").read_text(encoding="utf-8")
