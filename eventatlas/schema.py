@@ -203,3 +203,37 @@ TABLES: dict[str, pa.Schema] = {
     "event_pairs": EVENT_PAIRS,
     "rejects": REJECTS,
 }
+
+
+# The atlas's link rows (one schema for declared and learned links; :mod:`eventatlas.atlas.links` writes them).
+LINKS = pa.schema([
+    pa.field("source", pa.string(), nullable=False),    # node ids (<inventory>::<type_id>)
+    pa.field("target", pa.string(), nullable=False),
+    pa.field("relation", pa.string(), nullable=False),  # declared: the source's name; learned: RELATIONS
+    pa.field("kind", pa.string(), nullable=False),      # declared | learned
+    pa.field("score", pa.float64()),                    # calibrated (learned only)
+    pa.field("raw_score", pa.float64()),                # the scorer's own value (learned only)
+    pa.field("rank", pa.int32()),                       # the target's rank for this source (learned only)
+    pa.field("method", pa.string()),                    # scorer, or where a declared link comes from
+    pa.field("calibration", pa.string()),               # rank | isotonic:... (learned only)
+    pa.field("encoder", pa.string()),
+    pa.field("run_id", pa.string()),                    # the clustering run of a cluster node, if any
+    pa.field("provenance", pa.string()),
+    pa.field("evidence_mention_ids", pa.list_(pa.string())),
+])
+
+# A discovered type's card (:mod:`eventatlas.discover`): one row per type of a ``discover`` run.
+DISCOVERED_TYPES = pa.schema([
+    pa.field("type_id", pa.string(), nullable=False), pa.field("name", pa.string()),
+    pa.field("size", pa.int64()), pa.field("triggers", pa.list_(pa.string())),
+    pa.field("trigger_counts", pa.list_(pa.int64())), pa.field("cohesion", pa.float64()),
+    pa.field("examples", pa.list_(pa.string())), pa.field("medoid_ids", pa.list_(pa.string())),
+    pa.field("majority_label", pa.string()),
+])
+
+# Views over runs' own Parquet files (``<data>/runs/<glob>``), each with the run's id (the rows' own ``run_id``
+# where the schema has one, else the run directory's name, as the first column).
+RUN_VIEWS: dict[str, tuple[str, pa.Schema]] = {
+    "discovered_types": ("discover-*/types.parquet", DISCOVERED_TYPES),
+    "discovered_links": ("discover-*/links.parquet", LINKS),
+}

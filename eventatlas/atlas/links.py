@@ -3,23 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import pyarrow as pa
 
-LINKS = pa.schema([
-    pa.field("source", pa.string(), nullable=False),    # node ids (<inventory>::<type_id>)
-    pa.field("target", pa.string(), nullable=False),
-    pa.field("relation", pa.string(), nullable=False),  # declared: the source's name; learned: RELATIONS
-    pa.field("kind", pa.string(), nullable=False),      # declared | learned
-    pa.field("score", pa.float64()),                    # calibrated (learned only)
-    pa.field("raw_score", pa.float64()),                # the scorer's own value (learned only)
-    pa.field("rank", pa.int32()),                       # the target's rank for this source (learned only)
-    pa.field("method", pa.string()),                    # scorer, or where a declared link comes from
-    pa.field("calibration", pa.string()),               # rank | isotonic:... (learned only)
-    pa.field("encoder", pa.string()),
-    pa.field("run_id", pa.string()),                    # the clustering run of a cluster node, if any
-    pa.field("provenance", pa.string()),
-    pa.field("evidence_mention_ids", pa.list_(pa.string())),
-])
+from ..schema import LINKS  # (defined there: the warehouse's discovered_links view reads the same schema)
 
 # learned relation per scorer: never a name a declared relation uses
 RELATIONS = {"centroid": "learned:centroid_similarity", "mnn": "learned:mutual_nn", "vote": "learned:mention_vote",

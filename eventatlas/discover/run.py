@@ -16,15 +16,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-log = logging.getLogger(__name__)
+from ..schema import DISCOVERED_TYPES as TYPES
 
-TYPES = pa.schema([
-    pa.field("type_id", pa.string(), nullable=False), pa.field("name", pa.string()),
-    pa.field("size", pa.int64()), pa.field("triggers", pa.list_(pa.string())),
-    pa.field("trigger_counts", pa.list_(pa.int64())), pa.field("cohesion", pa.float64()),
-    pa.field("examples", pa.list_(pa.string())), pa.field("medoid_ids", pa.list_(pa.string())),
-    pa.field("majority_label", pa.string()),
-])
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,14 +34,14 @@ class DiscoverConfig:
     device: str | None = None
 
 
-def _inventory(key: str, dataset: str, dataset_dir: Path, cards: list[dict[str, Any]]) -> Any:
+def _inventory(key: str, dataset: str, dataset_dir: Path, cards: list[dict[str, Any]], run_id: str) -> Any:
     from ..atlas.inventory import Inventory
 
     return Inventory(key=key, kind="cluster", dataset=dataset, dataset_dir=dataset_dir, ontology=None,
                      fingerprint=key, types=[c["type_id"] for c in cards], names=[c["name"] for c in cards],
                      definitions=[None] * len(cards), parents=[None] * len(cards),
                      mentions={c["type_id"]: c["mention_ids"] for c in cards},
-                     majority=[c["majority_label"] for c in cards])
+                     majority=[c["majority_label"] for c in cards], run_id=run_id)
 
 
 def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig | None = None, *,
@@ -100,7 +94,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     mentions = [rows[i] for i in ids]
     cards = describe_types(mentions, X, clusters, n_examples=cfg.n_examples)
     key = f"discover:{man.dataset}"
-    inv = _inventory(key, man.dataset, ddir, cards)
+    inv = _inventory(key, man.dataset, ddir, cards, out.name)  # link rows carry the run's id
     t = time.perf_counter()
     link_tables = []
     for d in known:
@@ -116,8 +110,11 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     type_of = {m: c["type_id"] for c in cards for m in c["mention_ids"]}
     write_parquet(pa.Table.from_pylist([{k_: c[k_] for k_ in TYPES.names} for c in cards], schema=TYPES),
                   out / "types.parquet")
+    gold = {m: (lab[0] if (lab := rows[m].get("labels")) else None) for m in ids}
+    # the layout every clustering run writes (mention_id, cluster, label): the atlas reads it as an inventory
     write_parquet(pa.table({"mention_id": list(ids), "type_id": [type_of[m] for m in ids],
-                            "cluster": [int(of[type_of[m]]["cluster"]) for m in ids]}), out / "assignments.parquet")
+                            "cluster": [int(of[type_of[m]]["cluster"]) for m in ids],
+                            "label": pa.array([gold[m] for m in ids], pa.string())}), out / "assignments.parquet")
     files = {"types": str(out / "types.parquet"), "assignments": str(out / "assignments.parquet")}
     if link_tables:
         write_parquet(pa.concat_tables(link_tables), out / "links.parquet")
@@ -127,3 +124,28 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
                "linked_to": [d.name for d in known]}
     atomic_write_json(out / "discover.json", summary)
     return summary
+
+
+def record(out_dir: str | Path, dataset_dir: str | Path, cfg: DiscoverConfig, summary: dict[str, Any] | None,
+           started_at: str, error: BaseException | None = None) -> Path:
+    """The run record of a discover run (``<out_dir>/run.json``): its config, data fingerprint and files
+    (``discover/types``, ``assignments/discover``: the atlas's cluster inventory of the run, ``discover/links``);
+    a failed run's names its error. Published like every run record (the one writer)."""
+    from ..data import Manifest
+    from ..io import sha256_file
+    from ..tracking.records import fail_record, finish_record, new_record, write_record
+
+    out = Path(out_dir)
+    man = Manifest.read(dataset_dir)
+    rec = new_record(out.name, flow="discover", task="discover", method="discover", seed=cfg.seed,
+                     params={"dataset": man.dataset, **asdict(cfg)},
+                     data_fingerprints={man.dataset: man.data_fingerprint()}, started_at=started_at)
+    if error is not None:
+        return write_record(out, fail_record(rec, error, out))
+    kinds = {"types": "discover/types", "assignments": "assignments/discover", "links": "discover/links"}
+    import pyarrow.parquet as pq
+
+    rec["artifacts"] = [{"kind": kinds[k], "path": p, "rows": pq.ParquetFile(p).metadata.num_rows,
+                         "sha256": sha256_file(p)} for k, p in (summary or {}).get("files", {}).items()]
+    rec["run"]["summary"] = {k: (summary or {}).get(k) for k in ("mentions", "types", "how", "seconds", "linked_to")}
+    return write_record(out, finish_record(rec))

@@ -15,9 +15,9 @@ def discover(dataset: str, k: int | None = None, link_to: list[str] | None = Non
     """The summary of :func:`eventatlas.discover.run.discover` (with ``detected``: the detection's manifest
     when a detector ran)."""
     from .. import config
-    from ..discover.run import DiscoverConfig
+    from ..discover.run import DiscoverConfig, record
     from ..discover.run import discover as run
-    from ..tracking.runinfo import new_run_id
+    from ..tracking.runinfo import new_run_id, utcnow
     from .detect import target
 
     ddir, _ = target(dataset, None)
@@ -28,8 +28,16 @@ def discover(dataset: str, k: int | None = None, link_to: list[str] | None = Non
     cfg = DiscoverConfig(k=k, algorithm=algorithm, encoder=encoder, link_to=list(link_to or []), seed=seed,
                          device=device)
     out = config.runs_dir() / new_run_id(f"discover-{ddir.name}")
-    summary = engine.step("discover", run)(ddir, out, cfg, say=engine.say)
-    return {**summary, "detected": detected}
+    started = utcnow().isoformat()
+    try:
+        summary = engine.step("discover", run)(ddir, out, cfg, say=engine.say)
+    except ValueError:  # bad input (InputError among them), refused in one line: no run to record
+        raise
+    except Exception as e:  # a failure of the run itself: recorded as a failed run, then raised
+        engine.publish([str(record(out, ddir, cfg, None, started, e))])
+        raise
+    published = engine.publish([str(record(out, ddir, cfg, summary, started))])
+    return {**summary, "run_id": out.name, "detected": detected, "published": published}
 
 
 def _detect(dataset_dir: str, detector: str, device: str, threshold: float | None, engine: Engine) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from .. import config
-from ..schema import BENCHMARKS, TABLES
+from ..schema import BENCHMARKS, RUN_VIEWS, TABLES
 from ..tracking.tables import TRAIN_EVALS_SCHEMA, TRAIN_STEPS_SCHEMA, TableError, metrics_table, train_log_table
 
 MIGRATIONS_DIR = config.resource_dir("warehouse") / "migrations"
@@ -264,6 +264,18 @@ class Warehouse:
                     src = _empty_select(schema)
                     out[table] = "(empty)"
                 con.execute(f'CREATE OR REPLACE VIEW "{table}" AS {src}')
+            for view, (glob, schema) in RUN_VIEWS.items():  # runs' own tables, with the run's id
+                own = "run_id" in schema.names  # the rows carry it; else it comes from the run's directory
+                if any((root / "runs").glob(glob)):
+                    pattern = (root / "runs").resolve() / glob
+                    src = (f"SELECT * FROM read_parquet({_sql_str(pattern)}, union_by_name=true)" if own else
+                           f"SELECT regexp_extract(filename, '([^/\\\\]+)[/\\\\][^/\\\\]+$', 1) AS run_id, "
+                           f"* EXCLUDE (filename) FROM read_parquet({_sql_str(pattern)}, union_by_name=true, filename=true)")
+                    out[view] = str(pattern)
+                else:
+                    src = _empty_select(schema if own else pa.schema([pa.field("run_id", pa.string()), *schema]))
+                    out[view] = "(empty)"
+                con.execute(f'CREATE OR REPLACE VIEW "{view}" AS {src}')
         return out
 
     # -- writes ------------------------------------------------------------------------

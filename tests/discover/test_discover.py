@@ -71,6 +71,7 @@ def test_discover_describes_and_links_the_mini_world(world, tmp_path):
     known = {f"mini_events::{g['labels'][0]}" for g in gold}
     assert links and {r["source"].split("::")[0] for r in links} == {"discover:mini_events"}
     assert {r["target"] for r in links} <= known and {r["method"] for r in links} == {"centroid", "mnn", "vote"}
+    assert {r["run_id"] for r in links} == {"out"}  # the run's id (its directory's name): the view joins on it
     assert any("linked 4 types to mini_events" in ln for ln in lines)
     assert json.loads((out / "discover.json").read_text())["files"]["links"] == str(out / "links.parquet")
     # without k: the silhouette chooses, and says so
@@ -131,3 +132,31 @@ def test_discover_detects_first_in_plain_text(world, tmp_path):
     assert out["mentions"] == out["detected"]["detection"]["mentions"] > 2 and out["types"] == 2
     assert (config.datasets_dir() / "news_detected" / "mentions.parquet").exists()
     assert sum(t["size"] for t in pq.read_table(out["files"]["types"]).to_pylist()) == out["mentions"]
+    # the run is recorded and lands in the warehouse: its types and links as views, its run row, and its
+    # assignments as an atlas inventory (a clustering run's layout)
+    from eventatlas.atlas.inventory import cluster_inventories
+    from eventatlas.store.warehouse import Warehouse
+
+    wh = Warehouse()
+    _, rows = wh.query_rows("SELECT flow, status, task FROM runs WHERE run_id = ?", [out["run_id"]])
+    assert rows == [("discover", "completed", "discover")]
+    _, rows = wh.query_rows("SELECT type_id, size FROM discovered_types WHERE run_id = ? ORDER BY type_id",
+                            [out["run_id"]])
+    cards = pq.read_table(out["files"]["types"]).to_pylist()
+    assert rows == [(c["type_id"], c["size"]) for c in cards]
+    (inv,) = cluster_inventories(config.runs_dir() / out["run_id"])
+    assert inv.dataset == "news_detected" and len(inv.types) == 2
+    assert sorted(len(v) for v in inv.mentions.values()) == sorted(c["size"] for c in cards)
+
+
+def test_the_discovered_views_exist_before_any_discover_run(eventatlas_env):
+    from eventatlas.schema import DISCOVERED_TYPES, LINKS
+    from eventatlas.store.warehouse import Warehouse
+
+    wh = Warehouse()
+    wh.migrate()
+    views = wh.refresh_views()
+    assert views["discovered_types"] == views["discovered_links"] == "(empty)"
+    for view, schema in (("discovered_types", DISCOVERED_TYPES), ("discovered_links", LINKS)):
+        cols, rows = wh.query_rows(f"SELECT * FROM {view}")
+        assert rows == [] and list(cols) == (schema.names if "run_id" in schema.names else ["run_id", *schema.names])
