@@ -45,6 +45,13 @@ def by_silhouette(X: np.ndarray, algorithm: str, *, seed: int = 0, sample: int =
     return max(scores, key=lambda k: (scores[k], -k)), scores
 
 
+def edge_note(k: int, scores: dict[int, float]) -> str:
+    """A warning when the chosen count is the largest tried: the silhouette was still rising there, so the grid's
+    end, not the data, chose it (pass the count to override)."""
+    return "; the largest count tried, the silhouette still rising: the grid's end chose it" \
+        if scores and k == max(scores) and len(scores) > 1 else ""
+
+
 def n_clusters_for(mentions: str | Path, X: np.ndarray, algorithm: str, *, seed: int = 0) -> tuple[int, str]:
     """(the count, how it was chosen, in words) for clustering ``X``, the embeddings of ``mentions``."""
     gold = gold_types(mentions)
@@ -55,4 +62,4 @@ def n_clusters_for(mentions: str | Path, X: np.ndarray, algorithm: str, *, seed:
         return k, f"1 cluster: {len(X)} mention(s) are too few to compare counts"
     tried = ", ".join(f"{c}: {s:.3f}" for c, s in scores.items())
     return k, (f"{k} clusters: no labels, so the count with the best cosine silhouette on "
-               f"{min(len(X), 4000)} sampled mentions ({tried})")
+               f"{min(len(X), 4000)} sampled mentions ({tried}){edge_note(k, scores)}")

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eventatlas.cluster.selection import by_silhouette, gold_types, n_clusters_for
+from eventatlas.cluster.selection import by_silhouette, edge_note, gold_types, n_clusters_for
 
 
 def _mentions(path, labels):
@@ -44,3 +44,12 @@ def test_gold_types_win_and_unlabelled_mentions_say_how_the_count_was_chosen(tmp
     assert k == 2 and how.startswith("2 clusters: no labels") and "2: 0.9" in how
     few = _mentions(tmp_path / "c.parquet", [[], []])
     assert n_clusters_for(few, X[:2], "agglomerative") == (1, "1 cluster: 2 mention(s) are too few to compare counts")
+
+
+def test_a_count_at_the_grids_end_is_flagged(tmp_path):
+    assert edge_note(100, {2: 0.1, 50: 0.2, 100: 0.3}).startswith("; the largest count tried")
+    assert edge_note(50, {2: 0.1, 50: 0.3, 100: 0.2}) == "" and edge_note(2, {2: 0.5}) == ""
+    # the two identical pairs: 2 is best, not the largest tried (3): no note
+    X = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32)
+    _, how = n_clusters_for(_mentions(tmp_path / "m.parquet", [[]] * 4), X, "agglomerative")
+    assert how.startswith("2 clusters") and "largest count tried" not in how
