@@ -71,7 +71,8 @@ GROUPS: dict[str, Group] = {
                     "eventatlas/atlas/build.py::write_record", "eventatlas/atlas/link.py::gold_mapping",
                     "eventatlas/atlas/link.py::link_pair", "eventatlas/atlas/links.py",
                     "eventatlas/atlas/inventory.py::read_assignments", "eventatlas/escaping.py"),
-                   ("tests/atlas/test_atlas_hardening.py", "tests/atlas/test_atlas.py", "tests/atlas/test_page_escaping.py")),
+                   ("tests/atlas/test_atlas_hardening.py", "tests/atlas/test_atlas.py", "tests/atlas/test_page_escaping.py",
+                    "tests/atlas/test_atlas_mutants.py")),
     # the guards: loading and checking a spec, checking and locking a run, reusing finished cells
     "experiments": Group(("eventatlas/tracking/runinfo.py::check_seeds",
                           *("eventatlas/experiments/spec.py::" + f for f in (

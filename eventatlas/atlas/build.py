@@ -57,7 +57,9 @@ def atlas_dir() -> Path:
 
 
 def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")[:120]
+    """A file name for a part: readable, and unique per name (the readable part is cut and punctuation is
+    folded, so names differing past 100 characters or only in punctuation would collide without the hash)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', s).strip('_')[:100]}-{hashlib.sha256(s.encode()).hexdigest()[:12]}"
 
 
 def _fp(*parts: Any) -> str:

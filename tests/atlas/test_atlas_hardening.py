@@ -204,3 +204,14 @@ def test_a_run_whose_assignments_file_is_gone_leaves_that_clustering_out(eventat
     write_record(rdir, finish_record(rec))
     rep = build()
     assert [n for n in rep.built if n.startswith("nodes/run:")] == ["nodes/run:run-half-gone/trigger/agglomerative"]
+
+
+def test_part_file_names_differ_wherever_the_part_names_do():
+    """Two learned parts whose names differ only past the readable cut (local encoder paths) or only in
+    punctuation get different files: one no longer overwrites the other."""
+    from eventatlas.atlas.build import _slug
+
+    base = "run:cluster-x/trigger/agglomerative__framenet_sample__/home/user/models/" + "m" * 60
+    a, b = _slug(base + "/seed0"), _slug(base + "/seed1")
+    assert a != b and a.startswith("run_cluster-x_trigger_agglomerative") and len(a) <= 113
+    assert _slug("run:x/y") != _slug("run_x_y") and _slug("run:x/y") == _slug("run:x/y")
