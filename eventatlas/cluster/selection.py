@@ -24,7 +24,10 @@ def gold_types(mentions: str | Path) -> int:
     return len({lab[0] for lab in labels if lab})
 
 
-def by_silhouette(X: np.ndarray, algorithm: str, *, seed: int = 0, sample: int = 4000,
+SAMPLE = 4000  # points the count is chosen on
+
+
+def by_silhouette(X: np.ndarray, algorithm: str, *, seed: int = 0, sample: int = SAMPLE,
                   grid: Sequence[int] = GRID) -> tuple[int, dict[int, float]]:
     """(the chosen count, the cosine silhouette of each count tried) over a seeded sample of ``X``'s rows."""
     from sklearn.metrics import silhouette_score
@@ -52,14 +55,23 @@ def edge_note(k: int, scores: dict[int, float]) -> str:
         if scores and k == max(scores) and len(scores) > 1 else ""
 
 
+def chosen_by_silhouette(X: np.ndarray, algorithm: str, *, seed: int = 0) -> tuple[int, str | None]:
+    """(the count :func:`by_silhouette` chooses, why in words: the silhouettes tried and a flag when the grid's
+    end chose it; None when too few points to compare counts)."""
+    k, scores = by_silhouette(X, algorithm, seed=seed)
+    if not scores:
+        return k, None
+    tried = ", ".join(f"{c}: {s:.3f}" for c, s in scores.items())
+    return k, (f"the count with the best cosine silhouette on {min(len(X), SAMPLE)} sampled mentions ({tried})"
+               f"{edge_note(k, scores)}")
+
+
 def n_clusters_for(mentions: str | Path, X: np.ndarray, algorithm: str, *, seed: int = 0) -> tuple[int, str]:
     """(the count, how it was chosen, in words) for clustering ``X``, the embeddings of ``mentions``."""
     gold = gold_types(mentions)
     if gold:
         return gold, f"{gold} clusters: the number of gold types"
-    k, scores = by_silhouette(X, algorithm, seed=seed)
-    if not scores:
+    k, why = chosen_by_silhouette(X, algorithm, seed=seed)
+    if why is None:
         return k, f"1 cluster: {len(X)} mention(s) are too few to compare counts"
-    tried = ", ".join(f"{c}: {s:.3f}" for c, s in scores.items())
-    return k, (f"{k} clusters: no labels, so the count with the best cosine silhouette on "
-               f"{min(len(X), 4000)} sampled mentions ({tried}){edge_note(k, scores)}")
+    return k, f"{k} clusters: no labels, so {why}"

@@ -54,7 +54,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     from ..atlas.link import LinkConfig, link_pair
     from ..atlas.scorers import EVIDENCE_SCORERS
     from ..cluster import cluster
-    from ..cluster.selection import by_silhouette, edge_note
+    from ..cluster.selection import chosen_by_silhouette
     from ..data import Manifest
     from ..errors import InputError
     from ..io import atomic_write_json, write_parquet
@@ -82,10 +82,8 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     if cfg.k is not None:
         k, how = min(cfg.k, len(ids)), f"{min(cfg.k, len(ids))} types: given"
     else:
-        k, scores = by_silhouette(X, cfg.algorithm, seed=cfg.seed)
-        how = (f"{k} types: the count with the best cosine silhouette on a sample of "
-               f"{min(len(ids), 4000)} mentions ({', '.join(f'{c}: {s:.3f}' for c, s in scores.items())})"
-               f"{edge_note(k, scores)}")
+        k, why = chosen_by_silhouette(X, cfg.algorithm, seed=cfg.seed)
+        how = f"{k} types: {why or 'too few mentions to compare counts'}"
     clusters = cluster(np.asarray(X), cfg.algorithm, n_clusters=k, seed=cfg.seed)
     seconds["cluster"] = round(time.perf_counter() - t, 2)
     log.info("discover %s: %s", man.dataset, how)
