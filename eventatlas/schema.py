@@ -229,6 +229,9 @@ DISCOVERED_TYPES = pa.schema([
     pa.field("trigger_counts", pa.list_(pa.int64())), pa.field("cohesion", pa.float64()),
     pa.field("examples", pa.list_(pa.string())), pa.field("medoid_ids", pa.list_(pa.string())),
     pa.field("majority_label", pa.string()),
+    # the strongest link to a known inventory (by the config's novelty scorer's raw score) and the verdict:
+    # new when that score is under the threshold (None when nothing was linked)
+    pa.field("best_link", pa.string()), pa.field("best_score", pa.float64()), pa.field("new", pa.bool_()),
 ])
 
 # Views over runs' own Parquet files (``<data>/runs/<glob>``), each with the run's id (the rows' own ``run_id``

@@ -55,3 +55,14 @@ def describe_types(mentions: Sequence[dict[str, Any]], X: np.ndarray, clusters: 
     for rank, card in enumerate(cards, 1):
         card["type_id"] = f"t{rank}"
     return cards
+
+
+def map_2d(X: np.ndarray, seed: int = 0) -> np.ndarray:
+    """2-D coordinates of the mentions for a map: the first two principal components of the unit vectors
+    (linear and seeded, so the map is the same on every run and costs one pass at any corpus size)."""
+    from sklearn.decomposition import PCA
+
+    U = _unit(np.asarray(X, dtype=np.float32))
+    if len(U) < 3:
+        return np.zeros((len(U), 2), dtype=np.float32)
+    return PCA(n_components=2, svd_solver="randomized", random_state=seed).fit_transform(U).astype(np.float32)

@@ -30,6 +30,8 @@ class DiscoverConfig:
     link_to: list[str] = field(default_factory=list)  # dataset names (or directories) of known inventories
     link_sample: int | None = 200       # mentions per type the linking embeds (None: all)
     n_examples: int = 3
+    novelty_scorer: str = "centroid"    # eventatlas.discover.novelty: whose raw score judges a type new
+    new_below: float = 0.5              # new when its best link's raw score is under this
     seed: int = 0
     device: str | None = None
 
@@ -59,9 +61,12 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     from ..errors import InputError
     from ..io import atomic_write_json, write_parquet
     from ..modeling.encode import embed_mentions, load_embeddings
-    from .describe import describe_types
+    from .describe import describe_types, map_2d
+    from .novelty import NOVELTY_SCORERS, mark_new
 
     cfg = cfg or DiscoverConfig()
+    if cfg.novelty_scorer not in NOVELTY_SCORERS:
+        raise ValueError(f"novelty scorer {cfg.novelty_scorer!r}: one of {', '.join(NOVELTY_SCORERS)}")
     man = Manifest.read(dataset_dir)
     ddir, out = Path(dataset_dir), Path(out_dir)
     mpath = man.table("mentions")
@@ -104,6 +109,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
         link_tables.append(res.links)
         say(f"linked {len(cards)} types to {target.key} ({len(target.types)} types): {res.links.num_rows} link rows")
     seconds["link"] = round(time.perf_counter() - t, 2)
+    mark_new(cards, key, pa.concat_tables(link_tables) if link_tables else None, cfg.novelty_scorer, cfg.new_below)
     out.mkdir(parents=True, exist_ok=True)
     of = {c["type_id"]: c for c in cards}
     type_of = {m: c["type_id"] for c in cards for m in c["mention_ids"]}
@@ -111,14 +117,19 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
                   out / "types.parquet")
     gold = {m: (lab[0] if (lab := rows[m].get("labels")) else None) for m in ids}
     # the layout every clustering run writes (mention_id, cluster, label): the atlas reads it as an inventory
+    xy = map_2d(X, cfg.seed)  # the page's map of the mentions
     write_parquet(pa.table({"mention_id": list(ids), "type_id": [type_of[m] for m in ids],
                             "cluster": [int(of[type_of[m]]["cluster"]) for m in ids],
-                            "label": pa.array([gold[m] for m in ids], pa.string())}), out / "assignments.parquet")
+                            "label": pa.array([gold[m] for m in ids], pa.string()),
+                            "x": pa.array(xy[:, 0], pa.float32()), "y": pa.array(xy[:, 1], pa.float32())}),
+                  out / "assignments.parquet")
     files = {"types": str(out / "types.parquet"), "assignments": str(out / "assignments.parquet")}
     if link_tables:
         write_parquet(pa.concat_tables(link_tables), out / "links.parquet")
         files["links"] = str(out / "links.parquet")
+    n_new = sum(bool(c["new"]) for c in cards)
     summary = {"dataset": man.dataset, "inventory": key, "mentions": len(ids), "types": len(cards), "how": how,
+               "new": n_new if link_tables else None,
                "config": asdict(cfg), "files": files, "seconds": seconds,
                "linked_to": [d.name for d in known]}
     atomic_write_json(out / "discover.json", summary)
@@ -146,5 +157,6 @@ def record(out_dir: str | Path, dataset_dir: str | Path, cfg: DiscoverConfig, su
 
     rec["artifacts"] = [{"kind": kinds[k], "path": p, "rows": pq.ParquetFile(p).metadata.num_rows,
                          "sha256": sha256_file(p)} for k, p in (summary or {}).get("files", {}).items()]
-    rec["run"]["summary"] = {k: (summary or {}).get(k) for k in ("mentions", "types", "how", "seconds", "linked_to")}
+    rec["run"]["summary"] = {k: (summary or {}).get(k) for k in ("mentions", "types", "how", "new", "seconds",
+                                                                   "linked_to")}
     return write_record(out, finish_record(rec))
