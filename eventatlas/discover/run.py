@@ -47,9 +47,11 @@ def _inventory(key: str, dataset: str, dataset_dir: Path, cards: list[dict[str, 
 
 
 def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig | None = None, *,
-             say: Callable[[str], None] = log.info) -> dict[str, Any]:
+             say: Callable[[str], None] = log.info, inventories: list[Any] | None = None) -> dict[str, Any]:
     """Discover the types of ``dataset_dir``'s mentions into ``out_dir``; returns a summary (counts, how the
-    count was chosen, the files, the seconds of each stage)."""
+    count was chosen, the files, the seconds of each stage). ``inventories``: known inventories
+    (:class:`eventatlas.atlas.inventory.Inventory`, e.g. a part of a dataset's types) linked to after those
+    ``cfg.link_to`` names."""
     import pyarrow.parquet as pq
 
     from ..atlas.inventory import dataset_inventory
@@ -101,8 +103,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     inv = _inventory(key, man.dataset, ddir, cards, out.name)  # link rows carry the run's id
     t = time.perf_counter()
     link_tables = []
-    for d in known:
-        target = dataset_inventory(d)
+    for target in [*(dataset_inventory(d) for d in known), *(inventories or [])]:
         res = link_pair(inv, target, LinkConfig(methods=EVIDENCE_SCORERS, max_per_type=cfg.link_sample, seed=cfg.seed,
                                                 representation=cfg.representation, device=cfg.device),
                         encoder=cfg.encoder)
@@ -131,7 +132,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     summary = {"dataset": man.dataset, "inventory": key, "mentions": len(ids), "types": len(cards), "how": how,
                "new": n_new if link_tables else None,
                "config": asdict(cfg), "files": files, "seconds": seconds,
-               "linked_to": [d.name for d in known]}
+               "linked_to": [d.name for d in known] + [i.key for i in inventories or []]}
     atomic_write_json(out / "discover.json", summary)
     return summary
 
