@@ -8,10 +8,11 @@ all covered; the refusal is an :class:`~eventatlas.errors.InputError` (exit 2, o
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import InputError
 
@@ -61,3 +62,9 @@ def is_name(value: Any) -> bool:
 def under(root: str | os.PathLike, value: Any, option: str = "name") -> Path:
     """``root / value`` for a checked name (the path cannot leave ``root``)."""
     return Path(root) / check_name(value, option)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or ``""`` (every "unknown name" refusal says it)."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

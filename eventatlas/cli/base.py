@@ -12,7 +12,6 @@ second: Prefect and torch are imported only inside the commands that need them.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
 import os
 import sys
@@ -32,6 +31,7 @@ except ImportError:  # pragma: no cover - typer with a click dependency
     import click.exceptions as _click_errors
 
 from .. import config
+from ..names import did_you_mean
 
 console = Console(width=max(120, Console().width))  # tables stay readable when piped
 _DEBUG = {"on": False}
@@ -198,12 +198,6 @@ def read_warehouse() -> Path:
 
 
 # ----------------------------------------------------------------------------- names, checked cheaply
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or ``""``."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def unknown(what: str, name: str, known: Iterable[str], hint: str = "") -> NoReturn:
     """Refuse an unknown name: ``unknown <what> 'x' (did you mean 'y'?); known: ...``, exit 2."""
     known = sorted(known)

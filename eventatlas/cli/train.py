@@ -156,9 +156,12 @@ def train(
     ddir = dataset_dir(dataset)  # names first: refused before the method's config (numpy) or torch load
     try:
         p = json.loads(params) if params else {}
+    except json.JSONDecodeError as e:
+        _fail(f"bad --params (not JSON): {e}", code=2)
+    try:
         get_spec(method).validate(p)
-    except ValueError as e:  # bad JSON and ParamError are ValueErrors
-        _fail(str(e), code=2)
+    except ValueError as e:  # ParamError is a ValueError; its message names --params where it is about them
+        _fail(str(e) if "--params" in str(e) else f"--params: {e}", code=2)
     check_device(device)
     from eventatlas.run.runner import run_method
     from eventatlas.tracking.records import read_record

@@ -40,3 +40,16 @@ def protocol_for(manifest: Manifest, method: str, task: str = "induction") -> di
     out = dict(proto.get(task) or {})
     out.update(proto.get(method) or {})
     return out
+
+
+def protocol_keys(method: str, task: str) -> set[str]:
+    """Every key some dataset's registry protocol sets for ``method`` (its ``task`` section or its own): the
+    settings that belong to a dataset, not to a model (a model applied to another dataset takes that
+    dataset's, not its training dataset's)."""
+    from .registry import load_registry
+
+    out: set[str] = set()
+    for entry in load_registry().values():
+        proto = entry.get("protocol") or {}
+        out.update((proto.get(task) or {}).keys(), (proto.get(method) or {}).keys())
+    return out

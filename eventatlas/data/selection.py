@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+log = logging.getLogger(__name__)
 COLUMNS = ("mention_id", "doc_id", "sentence", "trigger_start", "trigger_end", "trigger", "split", "labels", "extra")
 
 
@@ -252,6 +254,10 @@ def select_labelled(
         # Tiny datasets (the shipped samples) may have <= k_seen types: keep min_unseen_types unseen
         # so there is something to cluster; recorded as k_seen vs k_seen_requested.
         seen = ranked[: max(0, min(k_requested, len(ranked) - min_unseen_types))]
+        if len(seen) < k_requested:  # said, not only recorded: the run is not the one asked for
+            log.warning("%s: k_seen %d lowered to %d: %d types, and %d must stay unseen to cluster "
+                        "(recorded as k_seen_requested / k_seen)", where, k_requested, len(seen), len(ranked),
+                        min_unseen_types)
     seen_set = set(seen)
     unseen = [t for t in ranked if t not in seen_set]
     if choice is not None:

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 METRIC_KEYS = ("task", "dataset", "split", "setting", "method", "representation", "clustering", "variant",
                "metric", "value", "seed")
 TASKS = ("induction", "naming", "linking", "similarity", "retrieval", "grounding", "training", "atlas",
-         "detection")
+         "detection", "discovery")
 # the metrics shown first per task (`eventatlas leaderboard`, the report, a run's metric bars); for
 # similarity, per dataset the first one it has: each similarity set has its own accuracy
 DEFAULT_METRICS = default_metrics()

@@ -58,8 +58,8 @@ def _spec(name: str, *tasks: str, lower: bool = False, count: bool = False, defa
                       headline=headline)
 
 
-IND, NAM, LNK, SIM, RET, GRD, TRN, ATL, DET = ("induction", "naming", "linking", "similarity", "retrieval",
-                                               "grounding", "training", "atlas", "detection")
+IND, NAM, LNK, SIM, RET, GRD, TRN, ATL, DET, DIS = ("induction", "naming", "linking", "similarity", "retrieval",
+                                                    "grounding", "training", "atlas", "detection", "discovery")
 METRIC_SPECS: tuple[MetricSpec, ...] = (
     # clustering (eventatlas.evaluation.metrics.clustering_scores; frame clustering keeps a subset)
     _spec("ari", IND, default=0, headline=0),
@@ -80,12 +80,17 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     _spec("n_clusters", IND, ATL, count=True),
     _spec("n_frames", IND, count=True),
     _spec("mean_rank", IND, lower=True, count=True),  # written by older runs, still in warehouses
+    # discover scored (eventatlas.discover.evaluate): all induced types, all mentions, those whose span is gold
+    _spec("n_types", IND, count=True),
+    _spec("n_mentions", IND, count=True),
+    _spec("n_matched", IND, count=True),
     # naming / linking induced clusters (eventatlas.evaluation.naming)
     _spec("naming_hits@{k}", NAM),
     _spec("naming_hits@1", NAM, default=0),
     _spec("naming_mrr", NAM, default=1),
     _spec("naming_mean_rank", NAM, lower=True, count=True),
     _spec("naming_n_clusters", NAM, count=True),
+    _spec("gold_type_coverage", NAM),  # share of the part's gold types that are some induced type's majority
     _spec("linking_hits@{k}", LNK),
     _spec("linking_hits@10", LNK, default=0),
     _spec("linking_mrr", LNK, default=1),
@@ -131,6 +136,14 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     _spec("discovery_recall@{k}", GRD),
     _spec("discovery_events", GRD, count=True),
     _spec("discovery_linked", GRD),
+    # known or new (eventatlas.discover.score.novelty): the new verdicts against hidden types
+    _spec("new_f1", DIS, default=0),
+    _spec("new_precision", DIS, default=1),
+    _spec("new_recall", DIS, default=2),
+    _spec("hidden_linked", DIS),
+    _spec("n_new", DIS, count=True),
+    _spec("n_hidden_present", DIS, count=True),
+    _spec("n_hidden_mapped_types", DIS, count=True),
     # facts of the training (induction's stopping rules, frame_dml's chosen settings)
     _spec("stop_epoch_paper", TRN, count=True, default=0),
     _spec("stop_epoch_code", TRN, count=True, default=1),

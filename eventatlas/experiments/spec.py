@@ -106,17 +106,21 @@ class Reference(_Strict):
 
 
 class Beat(_Strict):
-    """``cell`` (row, column) better than ``over`` (another cell) by ``by``, or at least ``at_least``."""
+    """``cell`` (row, column) better than ``over`` (another cell, times ``times`` when given: a ratio goal such
+    as "at least 0.9 x the other") by ``by``, or at least ``at_least``."""
 
     cell: tuple[str, str]
     over: tuple[str, str] | None = None
     at_least: float | None = None
     by: float = 0.0
+    times: float | None = Field(None, gt=0, description="with over: compare with this multiple of the other cell")
 
     @model_validator(mode="after")
     def _one_target(self) -> "Beat":
         if (self.over is None) == (self.at_least is None):
             raise ValueError("a goal's beats entry needs exactly one of 'over' (a cell) or 'at_least' (a figure)")
+        if self.times is not None and self.over is None:
+            raise ValueError("a goal's beats entry: 'times' needs 'over' (the cell it is a multiple of)")
         return self
 
 

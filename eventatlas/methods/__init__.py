@@ -52,6 +52,14 @@ SPECS: dict[str, MethodSpec] = {
         apply="eventatlas.methods.event_detection:apply", apply_with="event_detection",
         description="event detection: a token-level trigger identifier and typer on the shared encoder, with the "
                     "lexical baseline; scored by strict trigger identification / classification P/R/F1"),
+    "discover": MethodSpec(
+        name="discover", config="eventatlas.methods.discover:DiscoverMethodConfig",
+        run="eventatlas.methods.discover:run", applies_to=frozenset({"typed_mentions"}),
+        tasks=("detection", "induction", "naming", "discovery"), gpu="advised", protocol="detection", trains=False,
+        apply=None, apply_note="discover applies a saved detector itself: `--params '{\"discover\": "
+                               "{\"detector\": \"run:<id>\"}}'`",
+        description="discover scored: detect mentions (gold, lexical, a saved detector), induce, name and link "
+                    "types without reading the gold, then score detection, clustering, naming and new types"),
 }
 REGISTRY = SPECS  # name -> spec
 

@@ -264,9 +264,10 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
     bump(stats, "duplicate_mentions", dedup.duplicates)
     labels = set(types)
     roots = {t.split(".", 1)[0] for t in labels if "." in t}
+    names = type_names(sorted(labels | roots))
     for t in sorted(labels | roots):
         parts = t.split(".")
-        yield "event_types", {"dataset": dataset, "type_id": t, "name": parts[-1].replace("_", " ").replace("-", " "),
+        yield "event_types", {"dataset": dataset, "type_id": t, "name": names[t],
                               "definition": ACE_TYPES.get(t) if ontology == "ACE" else None,
                               "parent_id": parts[0] if len(parts) > 1 else None, "ontology": ontology,
                               "extra": dumps({"textee_type": types[t]} if t in types and types[t] != t else None)}
@@ -285,6 +286,32 @@ def _read(path, *, dataset: str, rejects: Rejects, stats: dict | None, expect: s
 def read(path, *, dataset: str = DEFAULT_DATASET, rejects: Rejects, stats: dict | None = None, **opts) -> Iterator[tuple[str, dict]]:
     """Any TextEE dataset: the name comes from the directory above ``splitN``."""
     return _read(path, dataset=dataset, rejects=rejects, stats=stats, expect=None)
+
+
+GENERIC_LEAVES = {"unspecified", "n/a", "na", "other", "none", "generic", "general"}
+
+
+def _words(part: str) -> str:
+    return part.replace("_", " ").replace("-", " ")
+
+
+def type_names(type_ids: list[str]) -> dict[str, str]:
+    """A readable name per dotted type id: its leaf (``Conflict.Attack.DetonateExplode`` -> DetonateExplode),
+    but the path without a generic leaf where the leaf says nothing (``Life.Die.Unspecified`` -> Life Die;
+    RAMS's ``conflict.attack.n/a`` -> conflict attack), and the whole path where two types would share a name,
+    so name-based linking never sees one name for many types."""
+    def short(t: str) -> str:
+        parts = t.split(".")
+        while len(parts) > 1 and parts[-1].strip().lower() in GENERIC_LEAVES:
+            parts = parts[:-1]
+        return _words(parts[-1] if len(parts) == 1 or t.split(".")[-1] == parts[-1] else " ".join(parts))
+
+    first = {t: short(t) for t in type_ids}
+    count: dict[str, int] = {}
+    for n in first.values():
+        count[n.lower()] = count.get(n.lower(), 0) + 1
+    return {t: (n if count[n.lower()] == 1 else " ".join(_words(p) for p in t.split(".")))
+            for t, n in first.items()}
 
 
 def reader_for(name: str) -> Callable[..., Iterator[tuple[str, dict]]]:

@@ -69,8 +69,10 @@ def judge(e: dict[str, Any]) -> tuple[str, list[str]]:
     for b in rule.get("beats") or []:
         a = _cell(e, *b["cell"])
         if b.get("over"):
-            o = _cell(e, *b["over"])
+            o, times = _cell(e, *b["over"]), b.get("times")
             name, target = " / ".join(b["over"]), (o or {}).get("mean_shown")
+            if times is not None and target is not None:
+                name, target = f"{times:g} x {name}", times * target
         else:
             name, target = "the figure", b.get("at_least")
         if not a or a["mean_shown"] is None or target is None:

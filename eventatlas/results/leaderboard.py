@@ -50,9 +50,12 @@ def distinct(wh: Warehouse, column: str, task: str | None = None, dataset: str |
 
 
 def _check_known(wh: Warehouse, what: str, values: list[str], known: list[str]) -> None:
+    from ..names import did_you_mean
+
     bad = [v for v in values if v not in known]
     if bad:
-        raise UnknownName(f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}; known in "
+        hint = "".join(did_you_mean(v, known) for v in bad)
+        raise UnknownName(f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}{hint}; known in "
                           f"{wh.path}: {', '.join(known) if known else '(none: no completed run has metrics)'}")
 
 

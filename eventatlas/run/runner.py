@@ -166,6 +166,13 @@ def _evaluation(ref: str, dataset_dir: str | Path, seed: int, params: dict[str, 
     with_spec = get_spec(spec.apply_with)
     man = Manifest.read(Path(dataset_dir))
     base = _without_device(card.config) if with_spec is spec else {}
+    if base and man.dataset != card.trained_on and with_spec.protocol:
+        # the training dataset's protocol (FrameNet's verbs-only selection, its k_seen) is not this dataset's:
+        # those keys come from this dataset's registry protocol, or from --params
+        from ..data.protocol import protocol_keys
+
+        dropped = protocol_keys(with_spec.name, with_spec.protocol)
+        base = {k: v for k, v in base.items() if k not in dropped}
     cfg = resolve_config(with_spec, {**base, **(params or {})}, device=device, manifest=man)
     fingerprint = man.data_fingerprint()
     prefix = run_prefix(f"eval-{card.method}", man.dataset, seed,

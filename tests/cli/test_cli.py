@@ -210,7 +210,8 @@ def test_leaderboard_one_table_per_task_and_clear_errors(eventatlas_env, monkeyp
 
     for args, msg in ((["--task", "nope"], "unknown task 'nope'; known in "),
                       (["--dataset", "maven"], "unknown dataset 'maven'; known in "),
-                      (["--metrics", "ari,purityf"], "unknown metric 'purityf'"),
+                      (["--metrics", "ari,purityf"], "unknown metric 'purityf'; known in "),
+                      (["--metrics", "naming_hit@1"], "unknown metric 'naming_hit@1' (did you mean 'naming_hits@1'?)"),
                       (["--task", "naming", "--metrics", "ari"], "unknown metric 'ari'")):
         r = runner.invoke(app, ["leaderboard", *args])
         assert r.exit_code == 2, r.output

@@ -59,3 +59,22 @@ def test_a_reused_cell_says_how_to_run_it_again(eventatlas_env, monkeypatch):
     assert said == ["cell c00 seed 0: reused run m-d-s0-00-20260101T000000-aaaa (same method, config, data and "
                     "code version; --rerun runs it again)"]
     assert cr.reused and cr.status == "completed" and cr.run_id == "m-d-s0-00-20260101T000000-aaaa"
+
+
+def test_a_ratio_goal_is_judged_against_that_multiple_of_the_other_cell():
+    from pydantic import ValidationError
+
+    from eventatlas.experiments.spec import Beat
+    from eventatlas.results.experiments import judge
+
+    def cell(row, value):
+        return {"row_label": row, "col_label": "B-cubed F", "mean_shown": value, "higher_is_better": True,
+                "reference": None}
+
+    rule = {"beats": [{"cell": ["detected", "B-cubed F"], "over": ["gold", "B-cubed F"], "times": 0.9, "by": 0.0}]}
+    # 0.9 x 40.0 = 36.0: 36.5 clears it by 0.5, 35.5 misses by 0.5
+    met = judge({"goal_rule": rule, "cells": [cell("detected", 36.5), cell("gold", 40.0)]})
+    assert met == ("met", ["detected / B-cubed F 36.5 vs 0.9 x gold / B-cubed F 36.0: +0.5 (needs +0)"])
+    assert judge({"goal_rule": rule, "cells": [cell("detected", 35.5), cell("gold", 40.0)]})[0] == "not met"
+    with pytest.raises(ValidationError, match="'times' needs 'over'"):
+        Beat(cell=("a", "b"), at_least=1.0, times=0.9)

@@ -144,7 +144,7 @@ def _check_saved_model(root: Path, run_id: str, chosen: int, wh, trained_rows) -
     assert cross.values.tolist() == [["mini_other", "batch_attention", "mini_events"]]
 
 
-def test_too_small_dataset_is_not_applicable(tmp_path):
+def test_too_small_dataset_is_not_applicable(tmp_path, caplog):
     # 4 of 5 types seen leaves one unseen type: nothing to induce, so the run is skipped with a reason
     from eventatlas.methods.base import NotApplicable
     from eventatlas.methods import get_spec
@@ -159,8 +159,10 @@ def test_too_small_dataset_is_not_applicable(tmp_path):
     # a k_seen too large for the dataset is clamped (recorded), never a failure: 5 types -> 3 seen
     from eventatlas.data import select_labelled
 
-    sel = select_labelled(ddir, k_seen=4)
+    with caplog.at_level("WARNING", logger="eventatlas.data.selection"):
+        sel = select_labelled(ddir, k_seen=4)
     assert sel.record["k_seen_requested"] == 4 and sel.record["k_seen"] == 3 and len(sel.unseen_types) == 2
+    assert "k_seen 4 lowered to 3: 5 types, and 2 must stay unseen" in caplog.text  # said, not only recorded
 
 
 @pytest.mark.timeout(600)

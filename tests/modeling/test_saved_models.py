@@ -216,3 +216,29 @@ def test_encoder_files_links_a_written_directory(tmp_path):
     assert st.encode(TEXTS[:1]).shape == (1, 32)
     with pytest.raises(ModelError, match="not a Hugging Face model directory"):
         w.encoder_files(tmp_path, max_length=32, name="other")
+
+
+def test_a_model_on_another_dataset_takes_that_datasets_protocol(tmp_path, eventatlas_env):
+    """A batch_attention model trained on FrameNet verbs (lu_pos v, k_seen 100: FrameNet's registry protocol)
+    applied to OntoEvent selects with OntoEvent's protocol (k_seen 10, every part of speech), not FrameNet's,
+    which would select no mention; a value given with --params still wins, and the model's own (non-protocol)
+    settings are kept."""
+    from eventatlas import config
+    from eventatlas.data.ingest import ingest
+    from eventatlas.run.runner import _evaluation
+
+    enc = MentionEncoder(tiny_bert(tmp_path, TEXTS), max_length=32)
+    run_dir = config.runs_dir() / "batch_attention-framenet_sample-s0-abcd1234-20261125T000000"
+    w = ModelWriter(run_dir, method="batch_attention")
+    w.encoder(enc, base_model="tiny")
+    w.close(representation="trigger", epoch=1)
+    run = {"run_id": run_dir.name, "method": "batch_attention", "code_version": "abc", "seed": 0,
+           "params": {"config": {"k_seen": 100, "lu_pos": "v", "pseudo_k": 3, "precision": "fp32"}},
+           "data_fingerprints": {"framenet_sample": "fp"}}
+    finalize(run_dir, run, [])
+    ingest("ontoevent", config.samples_dir() / "ontoevent", dataset="ontoevent_maven_sample", progress=False)
+    onto = config.datasets_dir() / "ontoevent_maven_sample"
+    cfg = _evaluation(f"run:{run_dir.name}", onto, 0, None, "cpu")[3]
+    assert (cfg.k_seen, cfg.lu_pos, cfg.pseudo_k) == (10, None, 3)
+    cfg = _evaluation(f"run:{run_dir.name}", onto, 0, {"lu_pos": "v"}, "cpu")[3]
+    assert cfg.lu_pos == "v"

@@ -286,3 +286,18 @@ def test_malformed_input(eventatlas_env, tmp_path, case, mutate, sub, expect):
     (r,) = _rows("tx", "rejects")
     assert f"{Path(r['source']).name} {r['location']}".startswith(where) and r["detail"].startswith(detail), r
     assert m["rows"]["mentions"] >= good["rows"]["mentions"] - 2  # only the bad record is gone
+
+
+def test_type_names_stay_distinct_where_the_leaf_is_generic():
+    from eventatlas.readers.textee import type_names
+
+    got = type_names(["Life", "Life.Die.Unspecified", "Life.Injure.Unspecified", "Conflict.Attack.DetonateExplode",
+                      "conflict.attack.n/a", "conflict.attack.stabbing", "Justice.Attack", "Movement.Attack"])
+    assert got == {"Life": "Life", "Life.Die.Unspecified": "Life Die", "Life.Injure.Unspecified": "Life Injure",
+                   "Conflict.Attack.DetonateExplode": "DetonateExplode", "conflict.attack.n/a": "conflict attack",
+                   "conflict.attack.stabbing": "stabbing", "Justice.Attack": "Justice Attack",
+                   "Movement.Attack": "Movement Attack"}
+    assert len(set(got.values())) == len(got)  # before: 'Unspecified' twice, 'Attack' twice
+    out, _, _ = collect(get_reader("textee_wikievents"), SAMPLES / "wikievents" / "split1")
+    names = {t["type_id"]: t["name"] for t in out["event_types"]}
+    assert names["Life.Die.Unspecified"] == "Life Die" and names["Conflict.Attack.DetonateExplode"] == "DetonateExplode"
