@@ -16,7 +16,7 @@ from prefect import flow
 from eventatlas.experiments import load
 from eventatlas.pipelines import experiment as pipeline
 from tasks.engine import prefect_engine
-from tasks.report import report_task
+from tasks.report import experiment_page_task, report_task
 
 
 @flow(name="experiment", log_prints=True, flow_run_name="experiment-{name}")
@@ -26,7 +26,7 @@ def experiment(name: str, quick: bool = False, runner: str = "local", seeds: lis
     """Run experiment ``name`` (``quick``: its shipped-samples form). Cells whose runs already finished with
     the same method, config, data and code version are reused (``rerun`` runs them again); a killed cell is
     taken over by the next attempt. Fails at the end if a cell failed (after publishing it)."""
-    engine = prefect_engine(runner, threads, report=report_task)
+    engine = prefect_engine(runner, threads, report=report_task, experiment_page=experiment_page_task)
     return pipeline.experiment(load(name, quick=quick), seeds, device, rerun, params, report, engine=engine)
 
 

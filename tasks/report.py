@@ -20,3 +20,12 @@ def report_task(out: str | None = None) -> str:
     except Exception as e:  # an artifact is a convenience; the file is the result
         get_run_logger().warning("no Prefect artifact for the report: %s", e)
     return str(path)
+
+
+@task(name="experiment-page")
+def experiment_page_task(name: str, markdown: str) -> None:
+    """The experiment's table, goal and verdict as a markdown artifact of the flow run."""
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(key=f"experiment-{name}".replace("_", "-").lower(), markdown=markdown,
+                             description=f"experiment {name}: table and goal verdict")

@@ -60,7 +60,7 @@ def score_part(ctx: Any, cfg: Any, part: str, variant: str, sentences: list, spa
         rows += evaluate_detection([p[:4] for p in spans], gold_of(sentences), key=key, type_agnostic=(part == "all"))
     scorer, below = chosen or (cfg.novelty_scorer or "centroid", 0.5 if cfg.new_below is None else cfg.new_below)
     known = [config.datasets_dir() / n for n in cfg.link_to]
-    dcfg = DiscoverConfig(k=cfg.k, algorithm=cfg.algorithm, encoder=cfg.encoder, link_to=[str(d) for d in known],
+    dcfg = DiscoverConfig(k=cfg.k, algorithm=cfg.algorithm, encoder=cfg.model_id, link_to=[str(d) for d in known],
                           link_sample=cfg.link_sample, seed=ctx.seed, device=ctx.device, novelty_scorer=scorer,
                           new_below=below)
     out = ctx.run_dir / f"discover-{part}-{variant}"
@@ -134,3 +134,26 @@ def score_part(ctx: Any, cfg: Any, part: str, variant: str, sentences: list, spa
     rows += metric_rows({k: v for k, v in res.items() if v is not None}, task="discovery",
                         key=key.replace(setting=f"{scorer} < {below}"))
     return rows, got
+
+
+def gold_on_found(ctx: Any, cfg: Any, part: str, gold_dir: Path, found: set[tuple]) -> list[dict[str, Any]]:
+    """The gold-mention clustering scored only on the gold mentions a detector also found (``found``: their
+    ``(sentence key, start, end)``; variant ``gold_found``): the mentions the detected clustering is scored
+    on, so the two B-cubed figures differ only by what detection did to the clustering (its extra and missing
+    mentions), not by which mentions are scored."""
+    from ..evaluation.base import RowKey, metric_rows
+    from ..evaluation.metrics import clustering_scores
+
+    out = ctx.run_dir / f"discover-{part}-gold" / "assignments.parquet"
+    if not out.exists():
+        return []
+    m = pq.read_table(gold_dir / "mentions.parquet", columns=["mention_id", "doc_id", "sent_idx", "trigger_start",
+                                                               "trigger_end"]).to_pydict()
+    span = {i: ((d, int(k)), int(a), int(b)) for i, d, k, a, b in zip(*m.values())}
+    rows = [r for r in pq.read_table(out).to_pylist() if span.get(r["mention_id"]) in found and r["label"]]
+    if len(rows) < 2:
+        return []
+    key = RowKey(dataset=ctx.dataset, method="discover", seed=ctx.seed, split=part, variant="gold_found",
+                 representation="trigger", clustering=cfg.algorithm)
+    return metric_rows({**clustering_scores([r["label"] for r in rows], [r["cluster"] for r in rows]),
+                        "n_matched": float(len(rows))}, task="induction", key=key)

@@ -59,7 +59,7 @@ class DiscoverMethodConfig(MethodConfig):
     heldout_seed: int = 0
     k: Optional[int] = Field(None, ge=2, description="None: the label-free count (best cosine silhouette)")
     algorithm: Literal["agglomerative", "manifold", "manifold_sym"] = "agglomerative"
-    encoder: Optional[str] = None
+    model_id: Optional[str] = Field(None, description="the encoder of the mention vectors (default all-MiniLM-L6-v2)")
     link_own: bool = Field(True, description="link to the dataset's own training-part types (minus the hidden)")
     link_to: list[str] = Field(default_factory=list, description="ingested datasets of known inventories")
     link_sample: int = Field(100, ge=1, description="mentions per known type the linking embeds")
@@ -159,7 +159,7 @@ def run(ctx: MethodContext) -> MethodResult:
         cut = P.split(sentences, cfg.heldout_sentences, cfg.dev_sentences, cfg.heldout_seed)
         train = cut["train"]
         parts = {p: cut[p] for p in dict.fromkeys(["dev", cfg.part]) if cfg.novelty_scorer is None or p == cfg.part}
-    from ..discover.evaluate import framed_types, score_part
+    from ..discover.evaluate import framed_types, gold_on_found, score_part
 
     framed = framed_types(ctx.manifest.ontology, cfg.link_to) if train and cfg.hidden_types else set()
     result = ctx.result()
@@ -187,6 +187,10 @@ def run(ctx: MethodContext) -> MethodResult:
             if part == "dev" and got.get("chosen"):
                 chosen[v] = got["chosen"]
             info[f"{part}/{v}"] = got
+            if v == "detector" and part == cfg.part and "gold" in variants:
+                gold = {(s.key, a, b) for s in sents for a, b, _ in s.gold}
+                result.metrics += gold_on_found(ctx, cfg, part, ctx.run_dir / "work" / f"{part}-gold",
+                                                {(k, a, b) for k, a, b, *_ in spans} & gold)
     result.params = ctx.base_params(detector=cfg.detector, parts={p: len(s) for p, s in parts.items()},
                                     train_sentences=len(train), chosen_on_dev={v: list(c) for v, c in chosen.items()},
                                     runs=info)

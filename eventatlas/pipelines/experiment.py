@@ -24,8 +24,24 @@ def experiment(exp: Any, seeds: list[int] | None = None, device: str = "auto", r
     out = run_experiment(exp, execute=lambda jobs: engine.grid(jobs).by_job, publish=engine.publish, seeds=seeds,
                          device=device, rerun=rerun, params=params, say=engine.say)
     summary = out.as_dict()
+    page = experiment_page(exp)
+    summary["verdict"] = page["verdict"]
+    engine.step("experiment-page", lambda name, markdown: None)(exp.name, page["markdown"])
     if report:
         summary["report"] = engine.step("report", report_step)()
     if out.failed and raise_on_failure:
         raise RuntimeError(f"experiment {exp.name}: {len(out.failed)} cell(s) failed: {out.failed}")
     return summary
+
+
+def experiment_page(exp: Any) -> dict[str, Any]:
+    """The experiment's generated page (its table, goal and verdict) as the warehouse has it now:
+    ``{"markdown", "verdict"}``; the Prefect flow makes it the run's artifact."""
+    from ..results.experiments import load as pages
+    from ..results.experiments import markdown
+    from ..store.warehouse import Warehouse
+
+    e = next((x for x in pages(Warehouse(), exp.mode) if x["experiment"] == exp.name), None)
+    if e is None:
+        return {"markdown": f"experiment {exp.name} ({exp.mode}): no published cell yet", "verdict": "not judged"}
+    return {"markdown": markdown(e), "verdict": e["verdict"][0]}

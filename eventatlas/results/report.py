@@ -12,7 +12,8 @@ ratio against its baseline with both arms and the machine, and its history over 
 the run table (config, code version, data fingerprint, device, status, error). When the warehouse
 holds an atlas, the report links its atlas page, ``<report>_atlas.html`` beside it: the searchable,
 offline, interactive graph of :mod:`eventatlas.atlas.page` (inline SVG and JavaScript, no library, no
-CDN), with the atlas's counts in the report.
+CDN), with the atlas's counts in the report. Discover runs (view ``discovered_types``) get a section of their
+own, each with its type and new-type counts and a link to its page (:mod:`eventatlas.discover.page`).
 
 The markup is in Jinja2 templates (``eventatlas/templates/report*.html``, the charts' SVG in
 ``report_charts.svg``; :mod:`eventatlas.results.templating`), which escape every value; this module reads
@@ -31,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import config
 from ..escaping import markdown_text
 from ..evaluation.metric_specs import is_fraction
 from ..store.warehouse import Warehouse
@@ -77,7 +79,22 @@ def load(wh: Warehouse) -> dict[str, Any]:
             diffs = [dict(zip(dcols, r)) for r in drows]
     return {"board": board, "lower": {r[0] for r in lower}, "runs": [dict(zip(run_cols, r)) for r in runs],
             "steps": steps, "plots": plots, "builds": builds, "diffs": diffs, "warehouse": str(wh.path),
-            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh), "atlas": load_atlas(wh, tables)}
+            "benchmarks": load_benchmarks(wh), "experiments": _experiments(wh), "atlas": load_atlas(wh, tables),
+            "discovered": load_discovered(wh, tables)}
+
+
+def load_discovered(wh: Warehouse, tables: list[tuple]) -> list[dict[str, Any]]:
+    """The discover runs (view ``discovered_types``): run id, dataset, types, new types (None where the run
+    judged none), newest first."""
+    if "discovered_types" not in {t[0] for t in tables}:
+        return []
+    _, cols = wh.query_rows("SELECT column_name FROM information_schema.columns WHERE table_name = 'discovered_types'")
+    new = "CASE WHEN count(t.new) > 0 THEN count_if(t.new) END" if ("new",) in cols else "NULL"  # older runs: none
+    names, rows = wh.query_rows(
+        f"SELECT t.run_id, coalesce(any_value(r.params ->> 'dataset'), '') AS dataset, count(*) AS types, {new} AS new "
+        "FROM discovered_types t LEFT JOIN runs r USING (run_id) GROUP BY t.run_id "
+        "ORDER BY any_value(r.started_at) DESC NULLS LAST, t.run_id DESC")
+    return [{**dict(zip(names, r)), "page": None} for r in rows]
 
 
 def load_atlas(wh: Warehouse, tables: list[tuple] | None = None) -> dict[str, Any] | None:
@@ -257,6 +274,7 @@ def render(data: dict[str, Any], title: str = "eventatlas results") -> str:
         projections=_projections(data.get("plots") or []), plots=_plots(data.get("plots") or []),
         builds=data.get("builds") or [], diffs=data.get("diffs") or [], build_cols=WIKI_BUILD_COLS,
         diff_cols=WIKI_DIFF_COLS, atlas=data.get("atlas"), atlas_page=data.get("atlas_page"),
+        discovered=data.get("discovered") or [],
         bench=_benchmarks(data.get("benchmarks") or []), runs=_runs(data["runs"]))
 
 
@@ -394,6 +412,9 @@ def write_report(out: str | os.PathLike, warehouse: Warehouse | None = None) -> 
     data = load(wh)
     if data["atlas"]:
         data["atlas_page"] = write_atlas_page(out.with_name(f"{out.stem}_atlas.html"), wh).name
+    for d in data.get("discovered") or []:  # each discover run's own page, linked relative to the report
+        page = config.runs_dir() / d["run_id"] / "page.html"
+        d["page"] = Path(os.path.relpath(page.resolve(), out.parent.resolve())).as_posix() if page.exists() else None
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(render(data), encoding="utf-8")
     os.replace(tmp, out)

@@ -309,6 +309,18 @@ def test_experiment_flow_runs_its_cells_on_a_runner_and_reuses_them(env):
     _, rows = Warehouse().query_rows("SELECT count(*) FROM experiment_runs WHERE experiment = 'untuned_similarity' "
                                      "AND mode = 'quick' AND run_id IN (SELECT run_id FROM runs)")
     assert rows[0][0] == 2
+    # the flow run's artifact: the experiment's table and goal verdict, as its page says them
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    async def page():
+        async with get_client() as c:
+            return [a for a in await c.read_artifacts() if a.key == "experiment-untuned-similarity"]
+
+    arts = asyncio.run(page())
+    assert arts and arts[-1].type == "markdown" and "| |" in arts[-1].data
+    assert f"**Status: {pooled['verdict']}.**" in arts[-1].data
 
 
 @pytest.mark.timeout(600)
