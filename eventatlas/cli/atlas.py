@@ -6,13 +6,14 @@ from typing import Any, List, Optional
 
 import typer
 
-from .base import (_fail, app, check_device, console, dataset_dir, error_line, local_engine, print_rows, print_warning,
-                   run_dir, run_flow, seed_option, split, unknown, use_prefect)
+from .base import (_fail, app, check_device, console, dataset_dir, error_line, local_engine, PANEL_ATLAS, print_rows,
+                   print_warning, run_dir, run_flow, seed_option, split, unknown, use_prefect)
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "
                              "runs) linked by evidence (their mentions) and by what they declare.")
-app.add_typer(atlas_app, name="atlas")
+app.add_typer(atlas_app, name="atlas", rich_help_panel=PANEL_ATLAS,
+              short_help="The map linking every event-type inventory")
 
 ENCODER_HELP = "HF id, local path or run:<run id> of a saved model (repeat or comma-separate; default all-MiniLM-L6-v2)"
 
@@ -129,7 +130,9 @@ def show_cmd(
     their scores, and the evidence sentences behind them."""
     from ..results.atlas_query import neighbourhood
     from ..store.warehouse import WarehouseError
+    from .base import read_root
 
+    read_root()
     try:
         found = neighbourhood(name, top=top, sentences=sentences)
     except (WarehouseError, LookupError) as e:
@@ -160,8 +163,11 @@ def export_cmd(
     from ..results.atlas_query import all_rows, evidence_sentences
     from ..store.warehouse import WarehouseError
 
+    from .base import read_root
+
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}", code=2)
+    read_root()
     try:
         nodes, links = all_rows()
     except WarehouseError as e:
@@ -186,28 +192,48 @@ def publish_cmd() -> None:
                   markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_ATLAS)
 def discover(
-    dataset: str = typer.Argument(..., help="ingested dataset: its mentions (detected ones, e.g. `eventatlas detect`), "
-                                            "or its text with --detector"),
+    dataset: Optional[str] = typer.Argument(None, help="ingested dataset: its mentions (detected ones, e.g. "
+                                                       "`eventatlas detect`), or its text with --detector"),
     k: Optional[int] = typer.Option(None, "--k", min=2, help="number of types (default: the best cosine silhouette)"),
     link_to: Optional[List[str]] = typer.Option(None, "--link-to", help="known inventories (ingested datasets, "
                                                 "comma-separated or repeated) to link the types to"),
     detector: Optional[str] = typer.Option(None, "--detector", help="run:<id> of a saved detector: detect the "
                                            "dataset's mentions first (into <dataset>_detected)"),
     algorithm: str = typer.Option("agglomerative", "--algorithm", "-a", help="agglomerative, manifold, manifold_sym"),
-    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id, local path or run:<id> of a saved model "
-                                          "(default all-MiniLM-L6-v2)"),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="HF id, local path or run:<id> of a saved model, or "
+                                          "detector: the --detector's own, its vectors kept from the detection pass "
+                                          "(default: detector with --detector, else all-MiniLM-L6-v2)"),
     threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0, help="with --detector: its "
                                               "identification threshold (default: the one dev chose)"),
     seed: int = typer.Option(0, "--seed", callback=seed_option),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+    fmt: Optional[List[str]] = typer.Option(None, "--format", help="exports besides the run's page.html: html | csv | "
+                                            "jsonl | skos (RDF Turtle); comma-separated or repeated"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory of the --format files (default: the "
+                                       "run's)"),
+    from_run: Optional[str] = typer.Option(None, "--from-run", help="export this discover run (its id) with --format "
+                                           "instead of discovering again"),
 ) -> None:
     """Induce the event types of a dataset's mentions, describe each (size, triggers, medoid sentences, a name)
-    and link them to known inventories; writes types, assignments and links (Parquet) into a run directory."""
+    and link them to known inventories; writes types, assignments and links (Parquet) and an offline page
+    (page.html: cards, a map of the mentions, a filter) into a run directory. With --from-run, only exports."""
+    from ..discover.export import parse_formats
     from ..errors import InputError
     from ..modeling.saved import ModelError
 
+    try:
+        formats = parse_formats(fmt)
+    except ValueError as e:
+        _fail(str(e), code=2)
+    if from_run is not None:
+        if dataset is not None or k is not None or link_to or detector is not None:
+            _fail("--from-run exports a finished run: give no DATASET, --k, --link-to or --detector with it", code=2)
+        _export(run_dir(from_run), formats or ["html"], out)
+        return
+    if dataset is None:
+        _fail("give a DATASET to discover types in (or --from-run <run id> to export a finished run)", code=2)
     if algorithm not in ("agglomerative", "manifold", "manifold_sym"):
         unknown("clustering algorithm", algorithm, ("agglomerative", "manifold", "manifold_sym"))
     check_device(device)
@@ -230,6 +256,20 @@ def discover(
         console.print(f"detected {d['mentions']} mentions in {d['sentences']} sentences -> "
                       f"{summary['detected']['dataset']}", markup=False, soft_wrap=True)
     _print_cards(summary)
+    if formats:
+        _export(Path(summary["files"]["types"]).parent, formats, out)
+
+
+def _export(rdir: Path, formats: list[str], out: Optional[Path]) -> None:
+    """Write a discover run's exports and print their paths."""
+    from ..discover.export import export
+    from ..errors import InputError
+
+    try:
+        paths = export(rdir, formats, out)
+    except (InputError, OSError) as e:
+        _fail(error_line(e), code=2 if isinstance(e, InputError) else 1)
+    console.print(f"exported: {', '.join(map(str, paths))}", markup=False, soft_wrap=True, highlight=False)
 
 
 def _print_cards(summary: dict) -> None:
@@ -243,12 +283,20 @@ def _print_cards(summary: dict) -> None:
                 best.setdefault(r["source"].split("::", 1)[1], {})[r["target"].split("::", 1)[0]] = r
     console.print(f"{summary['mentions']} mentions of {summary['dataset']} -> {summary['types']} types "
                   f"({summary['how'].split(':', 1)[1].strip()})", markup=False, soft_wrap=True, highlight=False)
+    if summary.get("new") is not None:
+        cfg = summary.get("config") or {}
+        console.print(f"{summary['new']} of {summary['types']} types new (no link to {', '.join(summary['linked_to'])} "
+                      f"with a {cfg.get('novelty_scorer')} raw score of {cfg.get('new_below')} or more)",
+                      markup=False, soft_wrap=True, highlight=False)
     for t in types:
+        verdict = {True: "  NEW", False: "  known"}.get(t.get("new"), "")
         console.print(f"{t['type_id']:>4}  {t['name']}  ({t['size']} mentions, cohesion {t['cohesion']:.2f}; "
-                      f"triggers: {', '.join(t['triggers'])})", markup=False, soft_wrap=True, highlight=False)
+                      f"triggers: {', '.join(t['triggers'])}){verdict}", markup=False, soft_wrap=True,
+                      highlight=False)
         for ex in t["examples"][:2]:
             console.print(f"        e.g. {ex}", markup=False, soft_wrap=True, highlight=False)
         for inv, r in sorted(best.get(t["type_id"], {}).items()):
             console.print(f"        nearest in {inv}: {r['target'].split('::', 1)[1]} (centroid cosine "
                           f"{r['raw_score']:.2f})", markup=False, soft_wrap=True, highlight=False)
-    console.print(f"written: {', '.join(summary['files'].values())}", markup=False, soft_wrap=True, highlight=False)
+    written = [*summary["files"].values(), *([summary["page"]] if summary.get("page") else [])]
+    console.print(f"written: {', '.join(written)}", markup=False, soft_wrap=True, highlight=False)

@@ -35,6 +35,7 @@ from ..names import did_you_mean
 
 console = Console(width=max(120, Console().width))  # tables stay readable when piped
 _DEBUG = {"on": False}
+_GIVEN: set[str] = set()  # the path options of this command given on its line (root, warehouse): no fallback
 
 
 def _bad_input_types() -> tuple[type[BaseException], ...]:
@@ -103,6 +104,15 @@ _FILTER = _HandledErrorFilter()
 _PASS_THROUGH = (typer.Exit, typer.Abort, _click_errors.NoArgsIsHelpError, SystemExit, KeyboardInterrupt)
 
 
+# `eventatlas --help` lists the commands by panel, in this order (each command names its panel: rich_help_panel)
+PANEL_DATA = "Data"
+PANEL_TRAIN = "Train and models"
+PANEL_RESULTS = "Results"
+PANEL_ATLAS = "Atlas, discovery and search"
+PANEL_OPS = "Demo and operations"
+HELP_PANELS = (PANEL_OPS, PANEL_DATA, PANEL_TRAIN, PANEL_RESULTS, PANEL_ATLAS)
+
+
 class _ErrorsAsLines(TyperGroup):
     """Every command: a usage error (unknown command or option, missing argument, bad value) or bad
     input -> ``error: <what>`` on stderr, exit 2; any other uncaught exception -> one ``error:`` line, exit 1
@@ -117,6 +127,27 @@ class _ErrorsAsLines(TyperGroup):
         except _click_errors.ClickException as e:
             print_error(_usage_line(e))
             raise typer.Exit(e.exit_code) from None
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands by panel (:data:`HELP_PANELS`), each with its short help whole (wrapped, never cut
+        with "...")."""
+        try:
+            from typer._click.utils import make_default_short_help
+        except ImportError:  # pragma: no cover - typer with a click dependency
+            from click.utils import make_default_short_help
+
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            # no short_help: the help's first sentence, up to its first ';'
+            short = cmd.short_help or make_default_short_help(cmd.help or "", 10 ** 6).split("; ")[0]
+            panels.setdefault(getattr(cmd, "rich_help_panel", None) or "Commands", []).append((name, short))
+        wide = max((len(n) for rows in panels.values() for n, _ in rows), default=0)  # one column for all panels
+        for panel in [*(p for p in HELP_PANELS if p in panels), *(p for p in panels if p not in HELP_PANELS)]:
+            with formatter.section(panel):
+                formatter.write_dl([(n.ljust(wide), h) for n, h in panels[panel]])
 
     def invoke(self, ctx: Any) -> Any:
         for name in ("prefect.flow_runs", "prefect.task_runs"):
@@ -164,6 +195,11 @@ def _main(
                                              help="the DuckDB warehouse every command reads and writes (sets "
                                                   "EVENTATLAS_WAREHOUSE for this command; e.g. data/demo/eventatlas."
                                                   "duckdb, the demo's)"),
+    root: Optional[Path] = typer.Option(None, "--root", metavar="PATH",
+                                        help="the data root (datasets, runs) every command reads and writes (sets "
+                                             "EVENTATLAS_DATA for this command; the cache stays), with its warehouse "
+                                             "PATH/eventatlas.duckdb when that file exists and --warehouse is not "
+                                             "given; e.g. data/demo, the demo's"),
 ) -> None:
     from ..verbosity import set_verbosity
 
@@ -172,29 +208,99 @@ def _main(
     if warehouse is not None and warehouse.is_dir():
         _fail(f"--warehouse {warehouse}: a directory; give the DuckDB file (e.g. {warehouse}/eventatlas.duckdb)",
               code=2)
+    if root is not None and root.exists() and not root.is_dir():
+        _fail(f"--root {root}: not a directory; give a data root (e.g. data/demo)", code=2)
     # the command's settings, resolved once; flows and workers started from here get them too
     settings = config.Settings.resolve(**({"warehouse": warehouse} if warehouse is not None else {}))
+    if root is not None:  # the root's own warehouse when it has one (the demo's layout); the cache stays shared
+        own = Path(root) / "eventatlas.duckdb"
+        settings = settings.with_(data_root=root, cache=settings.cache,
+                                  **({"warehouse": own} if warehouse is None and own.is_file() else {}))
+    _GIVEN.clear()
+    _GIVEN.update(name for name, v in (("root", root), ("warehouse", warehouse)) if v is not None)
+    ctx.call_on_close(_GIVEN.clear)
     active = contextlib.ExitStack()
     active.enter_context(config.use(settings))
     ctx.call_on_close(active.close)
 
 
-def read_warehouse() -> Path:
-    """The warehouse a read command (leaderboard, report, sql, runs, models) uses: ``--warehouse`` /
-    ``EVENTATLAS_WAREHOUSE``, else the default file; while neither is set and the default does not exist but
-    the demo's warehouse does, the demo's, said in one ``note:`` line on stderr (so the commands the demo
-    prints work on a fresh checkout). No warehouse at all: exit 2, saying how to get one."""
-    if "warehouse" not in config.current().chosen:
-        default, demo = config.warehouse_path(), config.demo_warehouse()
-        if not default.exists() and demo.exists():
-            config.switch(warehouse=demo)
-            print(f"note: no warehouse at {default}; reading the demo's, {demo} (--warehouse PATH or "
-                  "EVENTATLAS_WAREHOUSE picks another)", file=sys.stderr, flush=True)
-    path = config.warehouse_path()
-    if not path.exists():
-        _fail(f"no warehouse at {path}: `make demo` makes one on the samples, any flow or `eventatlas migrate` "
-              "makes this one; --warehouse PATH names another", code=2)
-    return path
+def root_content(data_root: Path, warehouse: Optional[Path]) -> tuple[int, int, bool]:
+    """(ingested datasets, run directories, whether ``warehouse`` is a file) of a data root: counted, nothing
+    opened or imported."""
+    datasets = sum(1 for _ in (data_root / "datasets").glob("*/manifest.json"))
+    try:
+        runs = sum(1 for p in (data_root / "runs").iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:  # no runs directory (yet)
+        runs = 0
+    return datasets, runs, warehouse is not None and warehouse.is_file()
+
+
+def _counted(content: tuple[int, int, bool]) -> str:
+    n_ds, n_runs, wh = content
+    text = f"{n_ds} dataset{'' if n_ds == 1 else 's'}, {n_runs} run{'' if n_runs == 1 else 's'}"
+    return text + ("" if wh else ", no warehouse")
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as the user types it: relative to the working directory when it lies under it, else absolute."""
+    try:
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _demo_and_mine() -> Optional[tuple[tuple[int, int, bool], tuple[int, int, bool]]]:
+    """What the demo's root and the user's have (:func:`root_content`), or None when no fallback applies: --root
+    or --warehouse given, or the user's data root is the demo's. A warehouse set to the demo's is not the user's."""
+    s = config.current()
+    if _GIVEN or s.data_root == s.demo_root:
+        return None
+    demo_wh = s.demo_root / "eventatlas.duckdb"
+    return root_content(s.demo_root, demo_wh), root_content(s.data_root, None if s.warehouse == demo_wh else s.warehouse)
+
+
+def reads_demo() -> bool:
+    """Whether a read command reads the demo's root now (:func:`read_root`'s fallback): no --root or --warehouse,
+    nothing in the user's data root (no dataset, run or warehouse), something in the demo's."""
+    both = _demo_and_mine()
+    return both is not None and any(both[0]) and not any(both[1])
+
+
+def read_root(*, warehouse: bool = True) -> Path:
+    """The one rule of every read command (datasets, models, runs, leaderboard, report, sql, evaluate, search,
+    atlas show / export) for where it reads; returns the warehouse. ``--root`` / ``--warehouse`` given: those,
+    silently. Else the user's data root and warehouse as configured (``EVENTATLAS_DATA``,
+    ``EVENTATLAS_WAREHOUSE``, the defaults) while the root has anything (an ingested dataset, a run directory or
+    the warehouse file), with one ``note:`` line on stderr naming the demo's root and ``--root`` to read it
+    when the demo's has something too; else the demo's root with its warehouse (``<demo root>/eventatlas.duckdb``)
+    for this command, said in one ``note:`` line. Nothing to read (``warehouse``: no warehouse file; else
+    nothing in the root): exit 2, one line saying how to get data. Commands that write never call this."""
+    s = config.current()
+    demo_root, demo_wh = s.demo_root, s.demo_root / "eventatlas.duckdb"
+    both = _demo_and_mine()
+    if both is not None:
+        demo, mine = both
+        if any(demo) and not any(mine):
+            config.switch(data_root=demo_root, warehouse=demo_wh, cache=s.cache, demo_root=demo_root)
+            _note(f"nothing in your data root {shown_path(s.data_root)} yet (no dataset, run or warehouse "
+                  f"{shown_path(s.warehouse)}); reading the demo's, {shown_path(demo_root)} ({_counted(demo)}; "
+                  "--root PATH reads another)")
+        elif any(demo):
+            _note(f"reading your data root {shown_path(s.data_root)} ({_counted(mine)}); the demo's "
+                  f"({_counted(demo)}) is at {shown_path(demo_root)}: --root {shown_path(demo_root)}")
+    s = config.current()
+    if warehouse and not s.warehouse.exists():
+        _fail(f"no warehouse at {s.warehouse}: `make demo` makes one on the samples, any flow or `eventatlas migrate` "
+              "makes this one; --root PATH or --warehouse PATH names another", code=2)
+    if not warehouse and not any(root_content(s.data_root, s.warehouse)):
+        _fail(f"nothing in data root {s.data_root} (no dataset, run or warehouse {s.warehouse}): `make demo` runs "
+              "the demo on the samples, `eventatlas ingest-samples` or `eventatlas ingest` adds data; --root PATH "
+              "names another", code=2)
+    return s.warehouse
+
+
+def _note(msg: str) -> None:
+    print(f"note: {msg}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- names, checked cheaply
@@ -318,18 +424,189 @@ def terminal_width() -> int:
     return shutil.get_terminal_size().columns
 
 
+def column_widths(cols: list[str], rows: list[tuple]) -> list[int]:
+    """Each column's width in a rich table (the default box): its longest text (header or cell) and 3 for padding
+    and border; a table is 1 more than the sum of its columns'."""
+    return [max([len(str(c)), *(len(fmt(r[i])) for r in rows)]) + 3 for i, c in enumerate(cols)]
+
+
+def fit_columns(cols: list[str], rows: list[tuple], priority: list[str], width: int, must: Iterable[str] = (),
+                need: Optional[list[int]] = None, shrink: Iterable[str] = ()) -> list[int]:
+    """Indices (in table order) of the columns a table shows in ``width`` characters: the first column of
+    ``priority`` and those of ``must`` always, then the columns of ``priority`` in that order while the table
+    still fits (:func:`column_widths`, or ``need``); a column missing from ``priority`` comes last. A ``shrink``
+    column (a title, cut with …) that does not fit whole takes the room left when that is :data:`ELLIPSIS_MIN`
+    characters or more, and the columns after it are left out."""
+    need = need or column_widths(cols, rows)
+    order = [cols.index(c) for c in priority if c in cols] + [i for i, c in enumerate(cols) if c not in priority]
+    must = set(must)
+    keep = order[:1] + [i for i in order[1:] if cols[i] in must]
+    used = 1 + sum(need[i] for i in keep)
+    for i in order:
+        if i in keep:
+            continue
+        if used + need[i] <= width:
+            keep.append(i)
+            used += need[i]
+        elif cols[i] in shrink and used + ELLIPSIS_MIN + 3 <= width:
+            keep.append(i)
+            break
+    return sorted(keep)
+
+
+ELLIPSIS_MIN = 16  # the fewest characters an ``ellipsis`` column (a title) is cut to when room is short
+
+
 def print_rows(cols: list[str], rows: list[tuple], title: str | None = None, max_rows: int = 500,
-               width: int | None = None) -> None:
-    """A table of ``rows``; ``width``: render at that many characters (default: the console's)."""
-    t = Table(title=title, show_lines=False)
-    for c in cols:
-        t.add_column(str(c), overflow="fold")
-    for r in rows[:max_rows]:
-        t.add_row(*[escape(fmt(v)) for v in r])  # cell text is data, never markup
-    # an explicit width gets a console of its own: Console.print never renders wider than its console
-    (console if width is None else Console(width=width)).print(t)
+               width: int | None = None, *, fit: bool = False, priority: Optional[list[str]] = None,
+               key: Optional[list[str]] = None, fold: Optional[list[str]] = None, under: Iterable[str] = (),
+               no_wrap: Iterable[str] = (), ellipsis: Iterable[str] = (), hint: str = "") -> None:
+    """A table of ``rows``; ``width``: render at that many characters (default: the console's). Cell text is data,
+    never markup; ``no_wrap`` columns (names, ids) are never wrapped.
+
+    ``fit``: fit ``width`` (default: the terminal's, :func:`terminal_width`) and still tell the rows apart. A table
+    that fits is printed whole. Else the ``fold`` columns (default: ``key``) whose value is the same on every row
+    become one heading line above the table (``task grounding · dataset d · split test``); of the other columns
+    those of ``priority`` (default: table order) are taken in that order while the table fits, the first always;
+    when rows would then look the same in the shown ``key`` columns (default: every column), the hidden key column
+    that tells them apart is shown anyway, before the later columns of ``priority`` (values before identity); one
+    line names the columns left out (with ``hint``). ``under``: columns printed whole on a line of their own under
+    each row when they do not fit beside the others (the first, an id, as it is, never wrapped: copy it from there;
+    the others as ``name: value``); ``ellipsis``: columns (titles) cut with … to the room left, never wrapped."""
+    no_wrap, ellipsis = set(no_wrap), set(ellipsis)
+    shown_rows = list(rows[:max_rows])
+    if not fit:
+        t = Table(title=title, show_lines=False)
+        for c in cols:
+            t.add_column(str(c), overflow="fold", no_wrap=c in no_wrap)
+        for r in shown_rows:
+            t.add_row(*[escape(fmt(v)) for v in r])
+        # an explicit width gets a console of its own: Console.print never renders wider than its console
+        (console if width is None else Console(width=width)).print(t)
+    else:
+        _print_fitted([str(c) for c in cols], shown_rows, title, width or terminal_width(), priority, key, fold,
+                      list(under), no_wrap, ellipsis, hint)
     if len(rows) > max_rows:
-        console.print(f"... {len(rows) - max_rows} more rows")
+        console.print(f"... {len(rows) - max_rows} more rows", markup=False)
+
+
+def _under_line(x: str, inner: int) -> str:
+    """An ``under`` line in the box (``inner``: the room within ``│   `` and `` │``): indented when it fits, else
+    against the border, else whole past it."""
+    if len(x) <= inner:
+        return f"│   {x.ljust(inner)} │"
+    return f"│ {x} │" if len(x) <= inner + 2 else f"│ {x}"
+
+
+def _print_fitted(cols: list[str], rows: list[tuple], title: str | None, w: int, priority: Optional[list[str]],
+                  key: Optional[list[str]], fold: Optional[list[str]], under: list[str], no_wrap: set[str],
+                  ellipsis: set[str], hint: str) -> None:
+    """:func:`print_rows` with ``fit``."""
+    from rich.segment import Segment
+    from rich.text import Text
+
+    out = Console(width=w)
+    text = [[fmt(v) for v in r] for r in rows]
+    need = column_widths(cols, rows)
+    key = list(cols) if key is None else [c for c in key if c in cols]
+    fold = key if fold is None else fold
+    if sum(need) + 1 <= w:  # every column fits: the table as it is
+        t = Table(title=title, show_lines=False)
+        for c in cols:
+            t.add_column(c, overflow="fold", no_wrap=c in no_wrap or c in ellipsis or c in under)
+        for r in text:
+            t.add_row(*map(escape, r))
+        out.print(t)
+        return
+    # the columns with one value on every row: a heading line (an empty one says nothing)
+    folded = {i for i, c in enumerate(cols) if c in fold and len(rows) > 1 and len({r[i] for r in text}) == 1}
+    heading = [f"{cols[i]} {text[0][i]}" for i in sorted(folded) if text[0][i]]
+    rest = [i for i in range(len(cols)) if i not in folded]
+    below = [cols.index(c) for c in under if c in cols and cols.index(c) in rest]
+    if below and sum(need[i] for i in rest) + 1 <= w:
+        below = []  # they fit beside the others: columns like the rest
+    keep_cols = [c for c in under if c in cols and cols.index(c) in rest and cols.index(c) not in below]
+    rest = [i for i in rest if i not in below]
+    sub = [cols[i] for i in rest]
+    sub_need = [need[i] for i in rest]
+    prio = list(priority or cols)
+    must: set[str] = set(keep_cols)
+    while True:  # show the hidden key column that tells apart rows the shown ones do not
+        shown = fit_columns(sub, [], prio, w, must, sub_need, shrink=ellipsis)
+        seen = [rest[j] for j in shown if sub[j] in key] + below
+        groups: dict[tuple, list[int]] = {}
+        for n, r in enumerate(text):
+            groups.setdefault(tuple(r[i] for i in seen), []).append(n)
+        alike = [g for g in groups.values() if len(g) > 1]
+        hidden = [c for c in [*prio, *sub] if c in sub and c in key and sub.index(c) not in shown and c not in must]
+        split = next((c for c in dict.fromkeys(hidden)
+                      if any(len({text[n][cols.index(c)] for n in g}) > 1 for g in alike)), None)
+        if split is None:
+            break
+        must.add(split)
+    idx = [rest[j] for j in shown]
+    left = [cols[i] for i in rest if i not in idx]
+    used = 1 + sum(need[i] for i in idx if cols[i] not in ellipsis)
+    t = Table(show_lines=False)
+    for i in idx:
+        c = cols[i]
+        if c in ellipsis:
+            room = max(ELLIPSIS_MIN, w - used - 3 * sum(1 for k in idx if cols[k] in ellipsis))
+            t.add_column(c, no_wrap=True, overflow="ellipsis", max_width=min(room, need[i] - 3))
+        else:
+            t.add_column(c, no_wrap=bool(below) or c in no_wrap or c in under, overflow="ellipsis" if below else "fold")
+    for r in text:
+        t.add_row(*[escape(r[i]) for i in idx])
+    if title:
+        out.print(title, markup=False, highlight=False)
+    lines_h: list[str] = []
+    for item in heading:  # each `name value` whole on one line
+        if lines_h and len(lines_h[-1]) + 3 + len(item) <= w:
+            lines_h[-1] += f" · {item}"
+        else:
+            lines_h.append(item)
+    for ln in lines_h:
+        out.print(ln, markup=False, highlight=False)
+    if not below:
+        out.print(t)
+    else:  # each row one line, its id (and the other `under` columns) on lines of their own beneath it
+        widest = max([len(text[n][below[0]]) for n in range(len(text))] + [0]) + 6  # `│   id │`
+        natural = 1 + sum(need[i] for i in idx)
+        if natural < min(w, widest) and idx:  # the id's line inside the box: widen the last column
+            t.columns[-1].min_width = need[idx[-1]] - 3 + min(w, widest) - natural
+        lines = out.render_lines(t, out.options.update(width=max(w, widest)), pad=False)
+        if len(lines) != len(text) + 4:  # a header or row over two lines: the ids after the table instead
+            out.print(t)
+            lines = []
+        inner = Segment.get_line_length(lines[0]) - 6 if lines else w - 6
+        extra: list[list[str]] = []
+        for r in text:
+            mine = []
+            for n_u, i in enumerate(below):
+                if not r[i]:
+                    continue
+                if n_u == 0:
+                    mine.append(r[i])
+                else:
+                    label = Text(f"{cols[i]}: {r[i]}")
+                    mine += [ln.plain for ln in label.wrap(out, max(inner, 20))]
+            extra.append(mine)
+        if lines:
+            printed = [*lines[:3]]
+            for n, mine in enumerate(extra):
+                printed.append(lines[3 + n])
+                printed += [[Segment(_under_line(x, inner))] for x in mine]
+            printed += lines[3 + len(text):]
+            for line in printed:
+                out.print(Text.assemble(*[(s.text, s.style) for s in line if not s.control]), soft_wrap=True,
+                          highlight=False)
+        else:
+            for mine in extra:
+                for x in mine:
+                    out.print(f"  {x}", markup=False, highlight=False, soft_wrap=True)
+    if left:
+        out.print(f"left out to fit {w} columns: {', '.join(left)}" + (f" ({hint})" if hint else ""), markup=False,
+                  highlight=False)
 
 
 # ----------------------------------------------------------------------------- Prefect, only when asked for

@@ -11,11 +11,12 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, local_engine, print_rows, print_warning,
-                   run_flow, split, unknown, use_prefect, wants_prefect)
+from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, local_engine, PANEL_DATA, PANEL_OPS,
+                   print_rows, print_warning, read_root, run_flow, split, unknown, use_prefect, wants_prefect)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_OPS,
+             short_help="Create or upgrade the warehouse (migrations, views)")
 def migrate() -> None:
     """Create or upgrade the DuckDB warehouse (apply pending migrations, refresh views)."""
     from ..store.warehouse import Warehouse
@@ -27,7 +28,8 @@ def migrate() -> None:
                   f"versions {[v for v, _ in wh.schema_versions()]}", markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_DATA,
+             short_help="Ingest a dataset into the common schema (or --download it)")
 def ingest(
     name: str = typer.Argument(..., help="reader / registry name, e.g. framenet, maven, ace2005, ontoevent"),
     path: Optional[Path] = typer.Option(None, "--path", help="local file or directory with the data "
@@ -125,7 +127,8 @@ def _ingest_here(name: str, path: Optional[str], download: bool, dataset: Option
     return man
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_DATA,
+             short_help="Find event mentions with a saved detector: a new dataset")
 def detect(
     dataset: str = typer.Argument(..., help="ingested dataset (e.g. your text: `ingest text --path FILES --dataset "
                                             "NAME`) or a dataset directory"),
@@ -170,7 +173,8 @@ def detect(
                   markup=False, soft_wrap=True, highlight=False)
 
 
-@app.command("ingest-samples")
+@app.command("ingest-samples", rich_help_panel=PANEL_DATA,
+             short_help="Ingest every shipped sample (datasets/samples/)")
 def ingest_samples() -> None:
     """Ingest every shipped sample file (datasets/samples/) into the data root."""
     from ..data.ingest import ingest_samples as run
@@ -181,10 +185,12 @@ def ingest_samples() -> None:
                title=f"samples ingested into {config.datasets_dir()}")
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_DATA,
+             short_help="List the ingested datasets with their row counts")
 def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="list the kept earlier versions "
                                                     "of this dataset (for `eventatlas restore`)")) -> None:
     """List ingested datasets (those whose manifest landed) with row counts."""
+    read_root(warehouse=False)
     if versions:
         from ..data.ingest import list_versions
 
@@ -209,7 +215,8 @@ def datasets(versions: Optional[str] = typer.Option(None, "--versions", help="li
                title=str(config.datasets_dir()))
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_DATA,
+             short_help="Make a kept earlier version of a dataset current again")
 def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
             version: str = typer.Argument(..., help="a version from `eventatlas datasets --versions DATASET`")) -> None:
     """Make a kept earlier version of a dataset current again (the current one is kept as a version)."""
@@ -223,7 +230,8 @@ def restore(dataset: str = typer.Argument(..., help="ingested dataset name"),
     console.print(f"restored {dataset} to {version}: rows {json.dumps(man.get('rows'))}", markup=False)
 
 
-@app.command("extract-events")
+@app.command("extract-events", rich_help_panel=PANEL_DATA,
+             short_help="(subject, verb, object) events for SWCC to train on")
 def extract_events_cmd(
     source: str = typer.Argument(..., help="ingested dataset name (or directory) whose sentences are parsed; with "
                                  "--from framenet: a FrameNet release directory or zip with lu/ (or fulltext/) XML"),
@@ -272,7 +280,8 @@ def extract_events_cmd(
     console.print(json.dumps({"dataset": name, "parser": parser, **man["stats"]}), markup=False, soft_wrap=True)
 
 
-@app.command("build-wikievents")
+@app.command("build-wikievents", rich_help_panel=PANEL_DATA,
+             short_help="Build the multilingual event-grounding dataset (Wikidata)")
 def build_wikievents(
     backend: str = typer.Option("dumps", "--backend", help="dumps | api"),
     dumps: Optional[Path] = typer.Option(None, "--dumps", exists=True, dir_okay=False,

@@ -6,12 +6,13 @@ from typing import List, Optional
 
 import typer
 
-from .base import (_fail, app, check_device, console, local_engine, print_rows, run_flow, split_seeds,
-                   wants_prefect)
+from .base import (_fail, app, check_device, console, local_engine, PANEL_RESULTS, print_rows, print_warning, run_flow,
+                   split_seeds, wants_prefect)
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")
-app.add_typer(exp_app, name="experiment")
+app.add_typer(exp_app, name="experiment", rich_help_panel=PANEL_RESULTS,
+              short_help="Declared experiments: list, show, run (experiments/*.yaml)")
 
 
 def _load(name: str, quick: bool = False):
@@ -25,19 +26,63 @@ def _load(name: str, quick: bool = False):
 
 @exp_app.command("list")
 def list_() -> None:
-    """Every declared experiment: name, methods, datasets, seeds, cells, whether it has a quick form."""
+    """Every declared experiment: name, status (from the warehouse: the goal's verdict, met / not met / not
+    judged, and how many of its cells have a finished run; else not run), title, cells, methods, datasets,
+    seeds and whether it has a quick form. Fits the terminal: titles are cut with …, the columns that do not
+    fit are named."""
     from ..experiments import ExperimentError, experiment_files, load
 
+    status = _statuses()
     rows = []
     for name in experiment_files():
         try:
             e = load(name)
+            q = load(name, quick=True) if e.quick else None
         except ExperimentError as err:
             _fail(str(err), code=2)
-        rows.append((name, ", ".join(e.methods), ", ".join(e.dataset_name(a) for a in e.datasets),
-                     ",".join(map(str, e.seeds)), len(e.all_cells()), "yes" if e.quick else "no", e.title))
-    print_rows(["experiment", "methods", "datasets", "seeds", "cells", "quick", "title"], rows,
-               title="declared experiments (experiments/*.yaml)")
+        rows.append((name, _status(status, name, e.n_cells(), q.n_cells() if q else None), e.title,
+                     len(e.all_cells()), ", ".join(e.methods), ", ".join(e.dataset_name(a) for a in e.datasets),
+                     ",".join(map(str, e.seeds)), "yes" if e.quick else "no"))
+    print_rows(["experiment", "status", "title", "cells", "methods", "datasets", "seeds", "quick"], rows,
+               title="declared experiments (experiments/*.yaml)", fit=True, key=["experiment"],
+               priority=["experiment", "status", "title", "cells", "seeds", "quick", "methods", "datasets"],
+               fold=["cells", "methods", "datasets", "seeds", "quick"], no_wrap=["experiment", "status"],
+               ellipsis=["title"], hint="`eventatlas experiment show NAME` shows one whole")
+
+
+def _statuses() -> dict[tuple[str, str], tuple[str, int]]:
+    """(experiment, mode) -> (the goal's verdict, how many cells have a completed run), from the warehouse's
+    experiments tables; nothing when there is no warehouse (or it cannot be read: a warning)."""
+    from .. import config
+
+    path = config.warehouse_path()
+    if not path.exists():
+        return {}
+    import duckdb
+
+    from eventatlas.results.experiments import load
+    from eventatlas.store.warehouse import Warehouse, WarehouseError
+
+    try:
+        found = load(Warehouse(path))
+    except (duckdb.Error, WarehouseError, OSError) as err:
+        print_warning(f"{path}: {err}; the experiments' status is left out")
+        return {}
+    return {(e["experiment"], e["mode"]): (e["verdict"][0], len({r["cell"] for r in e["runs"]
+                                                                  if r.get("status") == "completed"}))
+            for e in found}
+
+
+def _status(found: dict[tuple[str, str], tuple[str, int]], name: str, cells: int, quick_cells: int | None) -> str:
+    """``met, 3/4 cells`` (the full form's verdict and cells with a finished run), ``quick: ...`` when only the
+    quick form ran, else ``not run``."""
+    if (name, "full") in found:
+        verdict, ran = found[(name, "full")]
+        return f"{verdict}, {ran}/{cells} cells"
+    if (name, "quick") in found and quick_cells is not None:
+        verdict, ran = found[(name, "quick")]
+        return f"quick: {verdict}, {ran}/{quick_cells}"
+    return "not run"
 
 
 @exp_app.command()

@@ -6,19 +6,22 @@ from typing import Optional
 
 import typer
 
-from .base import _fail, app, check_device, console, dataset_dir, print_rows
+from .base import (_fail, app, check_device, console, dataset_dir, PANEL_TRAIN, print_rows, read_root)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN,
+             short_help="The saved models, newest first (run:<id> names one)")
 def models(
     method: Optional[str] = typer.Option(None, "--method", help="only this method's models"),
     trained_on: Optional[str] = typer.Option(None, "--trained-on", help="only models trained on this dataset"),
 ) -> None:
     """The saved models (runs/<run_id>/model), newest first: name one as run:<run id> wherever an
-    encoder is accepted, or apply it to a dataset with `eventatlas evaluate`."""
+    encoder is accepted, or apply it to a dataset with `eventatlas evaluate`. Each run:<id> is printed whole on a
+    line of its own."""
     from .. import config
     from ..modeling.saved import saved_models
 
+    read_root(warehouse=False)
     found = [m for m in saved_models() if (method is None or m.card.method == method)
              and (trained_on is None or m.card.trained_on == trained_on)]
     if not found:
@@ -28,10 +31,15 @@ def models(
         return
     rows = [(m.ref, m.card.method, m.card.trained_on, ", ".join(sorted(m.card.encoders) + sorted(m.card.heads)),
              f"{m.card.size_bytes / 1e6:.1f}", m.card.precision, m.card.created_at) for m in found]
-    print_rows(["model", "method", "trained_on", "parts", "MB", "precision", "created"], rows)
+    # fits the terminal: each run:<id> whole on its own line under its row (copy it from there); a method,
+    # dataset, parts or precision every model shares is the heading line
+    print_rows(["model", "method", "trained_on", "parts", "MB", "precision", "created"], rows, fit=True,
+               priority=["method", "trained_on", "created", "parts", "precision", "MB"], key=["model"],
+               fold=["method", "trained_on", "parts", "precision"], under=["model"], no_wrap=["model"])
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN,
+             short_help="Apply a saved model to another dataset and score it")
 def evaluate(
     run: str = typer.Argument(..., help="a saved model: run id, unique prefix, or method:dataset:latest "
                               "(optionally @encoder), with or without the run: prefix"),
@@ -46,6 +54,7 @@ def evaluate(
     model's method and say where it was trained (trained_on), beside the runs trained on that dataset."""
     from ..modeling.saved import ModelError, resolve_ref
 
+    read_root(warehouse=False)
     ref = run if run.startswith("run:") else f"run:{run}"
     try:
         resolve_ref(ref)  # a missing or ambiguous model: one line, before the dataset loads

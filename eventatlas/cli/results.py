@@ -7,23 +7,8 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from .base import (_fail, app, console, print_rows, print_warning, read_warehouse, run_dir, run_flow,
-               terminal_width, use_prefect)
-
-
-def fit_columns(cols: list[str], rows: list[tuple], priority: list[str], width: int) -> list[int]:
-    """Indices (in table order) of the columns a table shows in ``width`` characters: the columns of
-    ``priority`` are taken in that order while the table (rich's default box: 3 characters per column
-    besides its text, plus 1) still fits; the first of them is always shown. A column missing from
-    ``priority`` comes last."""
-    need = dict(enumerate(_widths(cols, rows)))
-    order = [cols.index(c) for c in priority if c in cols] + [i for i, c in enumerate(cols) if c not in priority]
-    keep, used = [], 1
-    for i in order:
-        if not keep or used + need[i] <= width:
-            keep.append(i)
-            used += need[i]
-    return sorted(keep)
+from .base import (_fail, app, column_widths, console, PANEL_OPS, PANEL_RESULTS, PANEL_TRAIN, print_rows, print_warning,
+                   read_root, run_dir, run_flow, terminal_width, use_prefect)
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
@@ -31,9 +16,10 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
     """One table per task (or only ``task``) by the leaderboard rule (:mod:`eventatlas.results.leaderboard`);
     unknown task / dataset / metric names fail with the known ones. ``run_ids``: only the rows of the
     configurations those runs produced (what train-all / demo just ran). Each table fits the terminal
-    (:func:`terminal_width`): the main columns that tell rows apart, the first metric's mean and the other
-    metrics come first, the rest while there is room, and one line names those left out; ``wide``: every
-    column, unfolded."""
+    (:func:`terminal_width`, :func:`print_rows` with ``fit``): a configuration column with one value on every row
+    becomes the heading line above the table; of the others, the main columns that tell rows apart, the first
+    metric's mean and the other metrics come first, the rest while there is room (a configuration column that
+    still tells rows apart always), and one line names those left out; ``wide``: every column, unfolded."""
     from eventatlas.evaluation.metric_specs import scale
     from eventatlas.results.leaderboard import CONFIG_COLS, UnknownName, tables
     from eventatlas.store.warehouse import Warehouse, WarehouseError
@@ -77,28 +63,20 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
                  "seeds of each; fractions x100)")
         width = terminal_width()
         if wide:  # every column at its full width: wider than the terminal if need be (a pager scrolls)
-            print_rows(cols, rows, title=title, width=max(width, sum(_widths(cols, rows)) + 1))
+            print_rows(cols, rows, title=title, width=max(width, sum(column_widths(cols, rows)) + 1))
             continue
         # the other metrics before the finer configuration columns: a dataset of the task may lack the first one
-        # (one table per task: mcnc_acc beside hard_sim_acc, frame_dml's bcubed_f beside ari)
+        # (one table per task: mcnc_acc beside hard_sim_acc, frame_dml's bcubed_f beside ari); a configuration
+        # column the shown ones do not tell apart comes back before the metrics (print_rows' rule)
         priority = ["dataset", f"{first}_mean", "method", "rep", "clustering", "variant", *[m for m in ms if m != first],
                     "setting", "split", "trained_on", f"{first}_std", "seeds", "precision", first, "task"]
-        shown = fit_columns(cols, rows, priority, width)
-        left = [c for i, c in enumerate(cols) if i not in shown]
-        print_rows([cols[i] for i in shown], [tuple(r[i] for i in shown) for r in rows], title=title, width=width)
-        if left:
-            console.print(f"left out to fit {width} columns: {', '.join(left)} (--wide shows every column)",
-                          markup=False, highlight=False, width=width)
+        identity = ["task", "dataset", *[c if c != "representation" else "rep" for c in CONFIG_COLS]]
+        print_rows(cols, rows, title=title, width=width, fit=True, priority=priority, key=identity,
+                   fold=[*identity, "seeds"], hint="--wide shows every column")
 
 
-def _widths(cols: list[str], rows: list[tuple]) -> list[int]:
-    """Each column's width in a rich table: its longest text (header or cell) and 3 for padding and border."""
-    from .base import fmt
-
-    return [max([len(str(c)), *(len(fmt(r[i])) for r in rows)]) + 3 for i, c in enumerate(cols)]
-
-
-@app.command()
+@app.command(rich_help_panel=PANEL_RESULTS,
+             short_help="Best value per configuration over seeds, a table per task")
 def leaderboard(
     metrics: Optional[str] = typer.Option(None, "--metrics",
                                           help="comma-separated metrics; the first one sorts and gets mean/std over "
@@ -111,11 +89,12 @@ def leaderboard(
 ) -> None:
     """Best value per configuration (task x dataset x split x setting x method x representation x clustering x
     variant x precision) over seeds, with the mean/std of the first metric, from DuckDB."""
-    read_warehouse()
+    read_root()
     show_leaderboard(metrics, dataset, task, wide=wide)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_RESULTS,
+             short_help="Write the results report (HTML page or Markdown pages)")
 def report(
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="the HTML file to write"),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="instead, write one Markdown page per declared "
@@ -127,7 +106,7 @@ def report(
     from eventatlas.results.report import write_report
     from eventatlas.store.warehouse import WarehouseError
 
-    read_warehouse()
+    read_root()
     if markdown is not None:
         from eventatlas.results.report import write_pages
 
@@ -192,7 +171,8 @@ def publish_paths(records: list[Path]) -> dict:
     return out
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_OPS,
+             short_help="Land run records (and the queued runs) in the warehouse")
 def publish(
     paths: Optional[List[Path]] = typer.Argument(None, help="run.json files, run directories, or directories "
                                                  "searched recursively for run.json"),
@@ -214,7 +194,8 @@ def publish(
     publish_paths(records)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN,
+             short_help="Ensemble finished runs (E-FT) into one scored run")
 def ensemble(
     runs: List[str] = typer.Argument(..., help="two or more finished batch_attention runs (run ids or run "
                                      "directories) of one dataset and one setting, e.g. seeds 0, 1, 2"),
@@ -237,7 +218,8 @@ def ensemble(
         publish_paths([path])
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_RESULTS,
+             short_help="Run read-only SQL against the warehouse")
 def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and views (read-only: queries, "
                                     "EXPLAIN, read-only PRAGMAs; no other file, no writes, no settings)")) -> None:
     """Run read-only SQL against the warehouse and print the last statement's table. Only queries (SELECT,
@@ -248,7 +230,7 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     from eventatlas.store.sql_session import QueryRefused, run_query
     from eventatlas.store.warehouse import Warehouse, WarehouseError
 
-    read_warehouse()
+    read_root()
     try:
         cols, rows = run_query(Warehouse(), query)
     except QueryRefused as e:
@@ -262,19 +244,20 @@ def sql(query: str = typer.Argument(..., help="SQL over the warehouse tables and
     print_rows(cols, rows)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_RESULTS,
+             short_help="The newest runs: flow, method, status, error")
 def runs(
     status: Optional[str] = typer.Option(None, "--status", help="completed, failed, skipped, ..."),
     flow: Optional[str] = typer.Option(None, "--flow", help="ingest, train-all, train, ..."),
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="newest N runs"),
 ) -> None:
     """The newest runs in the warehouse (ingests and trainings; a failed run's error is one line, its
-    traceback in the file the line names)."""
+    traceback in the file the line names). Fits the terminal: each run id whole on a line of its own."""
     import duckdb
 
     from eventatlas.store.warehouse import Warehouse, WarehouseError
 
-    read_warehouse()
+    read_root()
     where, args = [], []
     for col, val in (("status", status), ("flow", flow)):
         if val:
@@ -286,4 +269,7 @@ def runs(
         cols, rows = Warehouse().query_rows(q, [*args, limit])
     except (duckdb.Error, WarehouseError) as e:
         _fail(str(e))
-    print_rows(cols, rows)
+    # fits the terminal: a run id whole on its own line under its row (copy it from there), a failed run's error
+    # under it too; a flow, method or status every row shares is the heading line
+    print_rows(cols, rows, fit=True, priority=["status", "flow", "method", "started_at", "error"], key=["run_id"],
+               fold=["flow", "method", "status", "error"], under=["run_id", "error"], no_wrap=["run_id"])

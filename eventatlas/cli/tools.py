@@ -8,10 +8,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .base import _fail, app, check_device, console, dataset_dir, run_dir
+from .base import (_fail, app, check_device, console, dataset_dir, PANEL_ATLAS, read_root, run_dir)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_ATLAS,
+             short_help="Few-shot retrieval: rank mentions like a few examples")
 def search(
     dataset: str = typer.Option(..., "--dataset", help="ingested corpus to search (its mentions)"),
     examples: Optional[Path] = typer.Option(None, "--examples", help="JSON lines: a sentence with its trigger in "
@@ -37,6 +38,7 @@ def search(
         _fail("no examples: give --examples FILE or --query \"a sentence with its [trigger]\"", code=2)
     if examples is not None and not examples.is_file():  # before the encoder's imports (seconds)
         _fail(f"{examples}: examples file not found", code=2)
+    read_root(warehouse=False)
     ddir = dataset_dir(dataset)
     check_device(device)
     from ..emr.search import SearchError
@@ -98,7 +100,8 @@ def search(
         console.print(f"wrote {len(rows)} results to {output}", markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_ATLAS,
+             short_help="Ground a marked mention to events (hierarchical)")
 def ground(
     dataset: str = typer.Option(..., "--dataset", help="grounding dataset whose events are the candidates"),
     run: str = typer.Option(..., "--run", help="run id of a finished `grounding` run (or its directory)"),

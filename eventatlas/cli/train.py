@@ -11,13 +11,14 @@ import typer
 from rich.markup import escape
 
 from .. import config
-from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, not_ingested,
-               local_engine, print_rows, print_warning, run_flow, seed_option, split, split_seeds, unknown, wants_prefect)
+from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, local_engine,
+                   not_ingested, PANEL_OPS, PANEL_TRAIN, print_rows, print_warning, reads_demo, run_flow, seed_option,
+                   split, split_seeds, unknown, wants_prefect)
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN, short_help="Embed a dataset's mentions (cached)")
 def embed(
     dataset: str = typer.Argument(..., help="ingested dataset name"),
     representation: Optional[List[str]] = typer.Option(None, "--representation", "-r",
@@ -32,7 +33,7 @@ def embed(
     print_rows(["representation", "embeddings"], sorted(out.items()), title=f"embeddings of {dataset}")
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN, short_help="Cluster a dataset's mentions")
 def cluster(
     dataset: str = typer.Argument(..., help="ingested dataset name"),
     representation: str = typer.Option("trigger", "--representation", "-r"),
@@ -58,7 +59,8 @@ def cluster(
                   f"({algorithm} over {representation}; {how}) -> {assignments}", markup=False, soft_wrap=True)
 
 
-@app.command("train-all")
+@app.command("train-all", rich_help_panel=PANEL_TRAIN,
+             short_help="Train the method x dataset grid, print its rows")
 def train_all(
     methods: Optional[List[str]] = typer.Option(None, "--methods", help="method names (default untuned); "
                                                 "`eventatlas methods` lists them with their parameters"),
@@ -136,7 +138,8 @@ def _run_ids(flow_out: dict) -> list[str]:
     return [read_record(r)["run"]["run_id"] for r in flow_out.get("records") or []]
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN,
+             short_help="One run of a method on a dataset, without Prefect")
 def train(
     method: str = typer.Argument(..., help="method name (`eventatlas methods` lists them)"),
     dataset: str = typer.Argument(..., help="ingested dataset name (or a dataset directory)"),
@@ -211,7 +214,8 @@ def config_lines(cls: Any, indent: str = "    ", prefix: str = "") -> list[str]:
     return lines
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN,
+             short_help="The methods: datasets, GPU need, tasks, --params keys")
 def methods() -> None:
     """The methods train-all can run: dataset kinds, GPU need, tasks and every --params key with its type
     (allowed values), default and meaning."""
@@ -311,7 +315,7 @@ def run_summary(record: str | Path) -> list[str]:
     return out
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_OPS, short_help="Every method's quick form on the samples, with a report")
 def demo(
     root: Optional[Path] = typer.Option(None, "--root", help="the demo's data root (default <data root>/demo, "
                                         f"or ${DEMO_ROOT_ENV}); its warehouse is <root>/eventatlas.duckdb"),
@@ -367,15 +371,13 @@ def demo(
     for f in failed:
         print_warning(f"cell failed: {f}")
     me = _command_name()
-    default = config.warehouse_path()
-    # the read commands fall back to the demo's warehouse only while the user has none (cli.read_warehouse)
-    falls_back = "warehouse" not in config.current().chosen and not default.exists() and \
-        root / "eventatlas.duckdb" == config.demo_warehouse().resolve()
-    wh_opt = "" if falls_back else f" --warehouse {_rel(root / 'eventatlas.duckdb')}"
+    # the read commands read the demo's root only while the user's has nothing (cli.base.read_root)
+    falls_back = root == config.demo_root().resolve() and reads_demo()
+    root_opt = "" if falls_back else f" --root {_rel(root)}"
     console.print(f"report: {_rel(report)}", markup=False, soft_wrap=True)
     console.print("next:", markup=False)
-    for cmd in (f"{me}{wh_opt} leaderboard", f"{me}{wh_opt} report --out report.html",
-                f"{me}{wh_opt} sql \"{DEMO_SQL}\""):
+    for cmd in (f"{me}{root_opt} leaderboard", f"{me}{root_opt} report --out report.html",
+                f"{me}{root_opt} sql \"{DEMO_SQL}\""):
         console.print(f"  {cmd}", markup=False, soft_wrap=True, highlight=False)
     if failed:
         raise typer.Exit(1)

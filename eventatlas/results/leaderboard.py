@@ -161,5 +161,6 @@ def headlines(boards: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "mean": cell["mean"], "std": cell.get("std"), "n_seeds": cell.get("n_seeds"),
                         "config": {k: v for k, v in sorted(zip(CONFIG_COLS, conf), key=lambda kv: SHOWN_FIRST.index(kv[0]))
                                    if k != "method" and v not in (None, "")},
-                        "n_configs": len(rows)})
+                        # the configurations that have the metric (a row of only counts is not a contender)
+                        "n_configs": sum((c.get(metric) or {}).get("mean") is not None for _, c in rows)})
     return sorted(out, key=lambda h: (str(h["method"]), str(h["task"]), str(h["dataset"])))

@@ -73,8 +73,8 @@ def test_sql_without_warehouse_says_what_to_do(eventatlas_env):
 
 
 def test_datasets_empty_and_train_all_bad_params(eventatlas_env):
-    r = runner.invoke(app, ["datasets"])
-    assert r.exit_code == 0 and "ingest-samples" in r.output
+    r = runner.invoke(app, ["datasets"])  # nothing in the data root, no demo: one line saying how to get data
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1 and "ingest-samples" in r.output
     r = runner.invoke(app, ["train-all", "--params", "{not json"])
     assert r.exit_code == 2 and "bad --params" in r.output
 

@@ -108,8 +108,8 @@ def test_summary_is_one_line_per_method_task_dataset_within_100_columns(demo_run
                                     "method = ? AND task = ? AND dataset = ? AND metric = ?", [method, task, dataset, metric])
         assert float(value) == pytest.approx(scale(metric) * best[0][0], abs=0.051), (method, task, dataset, metric)
         _, n = wh.query_rows("SELECT count(DISTINCT (split, setting, trained_on, representation, clustering, variant, "
-                             "precision)) FROM leaderboard WHERE method = ? AND task = ? AND dataset = ?",
-                             [method, task, dataset])
+                             "precision)) FROM leaderboard WHERE method = ? AND task = ? AND dataset = ? AND "
+                             "metric = ? AND mean IS NOT NULL", [method, task, dataset, metric])
         assert int(n_configs) == n[0][0]
     heads = {(t, m) for _, t, _, m, *_ in rows}
     assert ("induction", "ari") in heads and ("grounding", "recall_at_min") in heads  # the leaderboard's headlines
@@ -122,15 +122,31 @@ def _next_commands(output: str) -> list[list[str]]:
 
 def test_printed_commands_and_readme_sql_work_without_any_variable(env, demo_run, tmp_path, monkeypatch):
     r, demo = demo_run
-    cmds = _next_commands(r.output)
-    assert [c[0] for c in cmds] == ["leaderboard", "report", "sql"]  # no --warehouse: the user has none
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.chdir(tmp_path)
+    # the user has a dataset of their own: the commands the demo prints name its root, and read it silently
+    cmds = _next_commands(r.output)
+    assert [c[:3] for c in cmds] == [["--root", str(demo), c] for c in ("leaderboard", "report", "sql")], cmds
     for cmd in cmds:
-        monkeypatch.delenv("EVENTATLAS_WAREHOUSE", raising=False)  # each command is a new process for the user
+        out = runner.invoke(app, cmd)
+        assert out.exit_code == 0 and out.stderr == "", (cmd, out.output)
+    # without the option the user's root is read, and one line says where the demo's is
+    out = runner.invoke(app, ["datasets"])
+    assert out.exit_code == 0 and "my_ontoevent" in out.stdout
+    assert out.stderr.startswith(f"note: reading your data root {env['root'] / 'user'} (1 dataset, ") and \
+        out.stderr.endswith(f"is at {demo}: --root {demo}\n") and len(out.stderr.splitlines()) == 1
+    # a fresh user (nothing in their data root): the demo prints its commands bare, and they read the demo's
+    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "fresh"))
+    monkeypatch.setenv("EVENTATLAS_DEMO_ROOT", str(demo))
+    with mock.patch.dict(os.environ, {"COLUMNS": "400"}):
+        r = runner.invoke(app, ["demo", "--params", env["params"]])  # every cell reused: seconds
+    assert r.exit_code == 0, r.output
+    cmds = _next_commands(r.output)
+    assert [c[0] for c in cmds] == ["leaderboard", "report", "sql"]  # no option: the user has nothing
+    for cmd in cmds:
         out = runner.invoke(app, cmd)
         assert out.exit_code == 0, (cmd, out.output)
-        assert f"reading the demo's, {demo / 'eventatlas.duckdb'}" in out.stderr
+        assert f"reading the demo's, {demo} (" in out.stderr and len(out.stderr.splitlines()) == 1
         if cmd[0] == "leaderboard":
             assert "grounding leaderboard" in out.stdout and "framenet_grounding_sample" in out.stdout
             assert all(len(ln) <= 100 for ln in out.stdout.splitlines())
@@ -143,18 +159,19 @@ def test_printed_commands_and_readme_sql_work_without_any_variable(env, demo_run
     queries = [q.strip() for q in re.sub(r"--[^\n]*", "", block).split(";") if q.strip()]
     assert len(queries) >= 7
     for q in queries:
-        monkeypatch.delenv("EVENTATLAS_WAREHOUSE", raising=False)
         out = runner.invoke(app, ["sql", q])
         assert out.exit_code == 0, (q, out.output)
         assert "┃" in out.stdout, q  # a table (its header at least: no run failed)
-    # with the option, another warehouse is read and nothing is said about the demo's
-    monkeypatch.delenv("EVENTATLAS_WAREHOUSE", raising=False)
+    # the saved models of the demo are listed too, with the same note
+    out = runner.invoke(app, ["models"])
+    assert out.exit_code == 0 and "run:" in out.stdout and f"reading the demo's, {demo} (" in out.stderr
+    # with an option, that is read and nothing is said about the demo's
     out = runner.invoke(app, ["--warehouse", str(demo / "eventatlas.duckdb"), "runs", "-n", "1"])
     assert out.exit_code == 0 and "note:" not in out.stderr
 
 
-def test_printed_commands_name_the_warehouse_when_the_user_has_one(env, demo_run):
-    # the user's warehouse exists: the demo's is not the default, so its commands carry --warehouse
+def test_printed_commands_name_the_root_when_the_user_has_a_warehouse(env, demo_run):
+    # the user's warehouse exists: the demo's root is not the one read by default, so its commands carry --root
     Warehouse().migrate()
     with mock.patch.dict(os.environ, {"COLUMNS": "400"}):
         r = runner.invoke(app, ["demo", "--params", env["params"]])
@@ -162,7 +179,7 @@ def test_printed_commands_name_the_warehouse_when_the_user_has_one(env, demo_run
     assert " 0 ran, " in r.output and " reused" in r.output  # every cell reused: seconds
     demo = demo_run[1]
     cmds = _next_commands(r.output)
-    assert all(c[:2] == ["--warehouse", str(demo / "eventatlas.duckdb")] for c in cmds), cmds
+    assert all(c[:2] == ["--root", str(demo)] for c in cmds), cmds
 
 
 def _table_datasets(output: str) -> list[str]:

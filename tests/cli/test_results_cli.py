@@ -1,6 +1,7 @@
 """The leaderboard fits the terminal (columns chosen by width, `--wide` for all); `--warehouse` picks the
-warehouse of any command; the read commands fall back to the demo's warehouse only while the user has
-none; the demo's headline rule (`leaderboard.headlines`) against hand-computed cases."""
+warehouse of any command; the read commands (models, datasets, leaderboard, runs) read the user's data root
+while it has anything, else the demo's, saying so in one note line; the demo's headline rule
+(`leaderboard.headlines`) against hand-computed cases."""
 from __future__ import annotations
 
 import os
@@ -52,13 +53,18 @@ def test_leaderboard_fits_the_terminal(filled, monkeypatch, width):
     assert r.exit_code == 0, r.output
     assert all(len(ln) <= width for ln in r.stdout.splitlines()), r.stdout
     cols = _header(r.stdout)
-    assert cols[0] == "dataset" and {"method", "ari_mean"} <= set(cols)  # what tells rows apart, and the score
+    # one value on every row (task, dataset, split): the heading line above the table, not columns
+    assert "task induction · dataset ontoevent_maven · split unseen" in r.stdout
+    assert not {"task", "dataset", "split"} & set(cols)
+    # what tells rows apart, and the score: every configuration column that varies, even at 60 columns
+    assert cols[0] == "method" and {"rep", "clustering", "ari_mean"} <= set(cols)
     left = " ".join(r.stdout[r.stdout.index("left out to fit"):].split())
     assert f"fit {width} columns" in left and "--wide" in left
-    assert "task" in left and "v_measure" in left  # the task is the table's title; the last metric goes first
+    assert "task" not in left and "ari_std" in left  # the task is in the heading; the std goes before metrics
+    assert ("v_measure" in left) == (width < 100)  # of the metrics, the last goes first
     assert len(_table_lines(r.stdout)) == 4 + 8  # no row folded over two lines: 8 configurations
-    if width >= 80:
-        assert {"rep", "clustering"} <= set(cols)
+    rows = [ln for ln in _table_lines(r.stdout) if ln.startswith("│")]
+    assert len(set(rows)) == 8  # no two alike
 
 
 def test_leaderboard_wide_shows_every_column_unfolded(filled, monkeypatch):
@@ -91,27 +97,111 @@ def test_warehouse_option_picks_the_file(filled, monkeypatch, tmp_path):
     assert "│ 0 │" in r.stdout and "note:" not in r.stderr
 
 
-def test_read_commands_fall_back_to_the_demo_only_while_the_user_has_none(tmp_path, monkeypatch):
+def _root_with(root, name, warehouse=None):
+    """A data root holding one dataset ``<name>_ds`` (its manifest), one run ``<name>-model`` (a saved model's
+    card) and, when given, a warehouse with one run ``<name>-run`` scored on that dataset: no training."""
+    import json
+
+    ds = root / "datasets" / f"{name}_ds"
+    ds.mkdir(parents=True)
+    (ds / "manifest.json").write_text(json.dumps({"dataset": f"{name}_ds", "reader": "jsonl",
+                                                  "rows": {"mentions": 3, "event_types": 2}}))
+    model = root / "runs" / f"{name}-model" / "model"
+    model.mkdir(parents=True)
+    (model / "model_card.json").write_text(json.dumps({"method": "swcc", "run_id": f"{name}-model",
+                                                       "trained_on": f"{name}_ds"}))
+    if warehouse is not None:
+        wh = Warehouse(warehouse)
+        wh.migrate()
+        wh.publish({"run_id": f"{name}-run", "method": "untuned", "seed": 0, "status": "completed"},
+                   [_row("untuned", "trigger", "agglomerative", "ari", 0.5, dataset=f"{name}_ds")])
+
+
+READS = {"models": "run:{}-model", "datasets": "{}_ds", "leaderboard": "{}_ds", "runs": "{}-run"}
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    """A user's data root (EVENTATLAS_DATA) with the checkout's default warehouse, both empty, and a demo root
+    (EVENTATLAS_DEMO_ROOT) elsewhere, empty too."""
     checkout = tmp_path / "checkout"  # a checkout without a warehouse: its default file does not exist
     (checkout / "datasets").mkdir(parents=True)
     (checkout / "pyproject.toml").write_text("")
     monkeypatch.setattr(config, "REPO_ROOT", checkout)
-    default = checkout / "warehouse" / "eventatlas.duckdb"
     monkeypatch.delenv("EVENTATLAS_WAREHOUSE", raising=False)
-    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "data"))
-    monkeypatch.delenv("EVENTATLAS_DEMO_ROOT", raising=False)
-    r = runner.invoke(app, ["runs"])  # neither the user's nor the demo's: exit 2, how to get one
-    assert r.exit_code == 2 and r.stderr.startswith(f"error: no warehouse at {default}: `make demo`")
-    demo = tmp_path / "data" / "demo" / "eventatlas.duckdb"
-    Warehouse(demo).migrate()
-    r = runner.invoke(app, ["sql", "SELECT 1 AS one"])
-    assert r.exit_code == 0, r.output
-    assert r.stderr == (f"note: no warehouse at {default}; reading the demo's, {demo} (--warehouse PATH or "
-                        "EVENTATLAS_WAREHOUSE picks another)\n")
-    assert "EVENTATLAS_WAREHOUSE" not in os.environ  # the fallback held for that command only
-    Warehouse(default).migrate()  # the user has one now: it is read, silently
-    r = runner.invoke(app, ["sql", "SELECT 1 AS one"])
-    assert r.exit_code == 0 and r.stderr == ""
+    monkeypatch.setenv("EVENTATLAS_DATA", str(tmp_path / "user"))
+    monkeypatch.setenv("EVENTATLAS_DEMO_ROOT", str(tmp_path / "demo"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return {"user": tmp_path / "user", "warehouse": checkout / "warehouse" / "eventatlas.duckdb",
+            "demo": tmp_path / "demo"}
+
+
+def test_nothing_anywhere_is_one_line_saying_how_to_get_data(roots):
+    for cmd in READS:
+        r = runner.invoke(app, [cmd])
+        assert r.exit_code == 2 and r.stdout == "", (cmd, r.output)
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("error: ") and "`make demo`" in r.stderr, cmd
+    r = runner.invoke(app, ["runs"])
+    assert r.stderr.startswith(f"error: no warehouse at {roots['warehouse']}: `make demo`")
+    r = runner.invoke(app, ["datasets"])
+    assert r.stderr.startswith(f"error: nothing in data root {roots['user']} (no dataset, run or warehouse")
+    assert "`eventatlas ingest-samples`" in r.stderr
+    r = runner.invoke(app, ["--root", str(roots["demo"]), "models"])  # an empty root named: the same refusal
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: nothing in data root {roots['demo']}")
+
+
+def test_read_commands_read_the_users_root_else_the_demos_with_one_note(roots):
+    user, demo = roots["user"], roots["demo"]
+    _root_with(demo, "demo", demo / "eventatlas.duckdb")
+    # (1) nothing of the user's: every read command reads the demo's root and warehouse, said in one line
+    for cmd, shown in READS.items():
+        r = runner.invoke(app, [cmd])
+        assert r.exit_code == 0, (cmd, r.output)
+        assert shown.format("demo") in r.stdout, (cmd, r.stdout)
+        assert r.stderr == (f"note: nothing in your data root {user} yet (no dataset, run or warehouse "
+                            f"{roots['warehouse']}); reading the demo's, {demo} (1 dataset, 1 run; --root PATH reads "
+                            "another)\n"), cmd
+    assert os.environ["EVENTATLAS_DATA"] == str(user)  # the fallback held for that command only
+    assert "EVENTATLAS_WAREHOUSE" not in os.environ
+    # (2) the user's root gets something: it is read, and the note says where the demo's is and how to read it
+    _root_with(user, "my", roots["warehouse"])
+    for cmd, shown in READS.items():
+        r = runner.invoke(app, [cmd])
+        assert r.exit_code == 0, (cmd, r.output)
+        assert shown.format("my") in r.stdout and shown.format("demo") not in r.stdout, (cmd, r.stdout)
+        assert r.stderr == (f"note: reading your data root {user} (1 dataset, 1 run); the demo's (1 dataset, 1 run) "
+                            f"is at {demo}: --root {demo}\n"), cmd
+        # (3) --root names the demo's: its root and warehouse, silently
+        r = runner.invoke(app, ["--root", str(demo), cmd])
+        assert r.exit_code == 0, (cmd, r.output)
+        assert shown.format("demo") in r.stdout and shown.format("my") not in r.stdout, (cmd, r.stdout)
+        assert r.stderr == "", cmd
+    # --warehouse alone: the user's data root with that warehouse, silently
+    r = runner.invoke(app, ["--warehouse", str(demo / "eventatlas.duckdb"), "runs"])
+    assert r.exit_code == 0 and "demo-run" in r.stdout and r.stderr == ""
+    r = runner.invoke(app, ["--warehouse", str(demo / "eventatlas.duckdb"), "models"])
+    assert r.exit_code == 0 and "run:my-model" in r.stdout and r.stderr == ""
+    # --root with --warehouse: the root's datasets and runs, the named warehouse
+    r = runner.invoke(app, ["--root", str(demo), "--warehouse", str(roots["warehouse"]), "runs"])
+    assert r.exit_code == 0 and "my-run" in r.stdout and r.stderr == ""
+
+
+def test_a_dataset_alone_makes_the_users_root_the_one_read(roots):
+    user, demo = roots["user"], roots["demo"]
+    _root_with(demo, "demo", demo / "eventatlas.duckdb")
+    _root_with(user, "my")  # a dataset and a run directory, no warehouse yet
+    r = runner.invoke(app, ["datasets"])
+    assert r.exit_code == 0 and "my_ds" in r.stdout and "demo_ds" not in r.stdout
+    assert r.stderr == (f"note: reading your data root {user} (1 dataset, 1 run, no warehouse); the demo's "
+                        f"(1 dataset, 1 run) is at {demo}: --root {demo}\n")
+    r = runner.invoke(app, ["leaderboard"])  # the user's has no warehouse: said after the note, nothing hidden
+    assert r.exit_code == 2 and r.stderr.splitlines()[1].startswith(f"error: no warehouse at {roots['warehouse']}")
+
+
+def test_root_option_refuses_a_file(tmp_path):
+    (tmp_path / "f").write_text("")
+    r = runner.invoke(app, ["--root", str(tmp_path / "f"), "runs"])
+    assert r.exit_code == 2 and r.stderr == f"error: --root {tmp_path / 'f'}: not a directory; give a data root (e.g. data/demo)\n"
 
 
 def test_warehouse_option_refuses_a_directory(tmp_path):

@@ -78,3 +78,18 @@ def test_a_ratio_goal_is_judged_against_that_multiple_of_the_other_cell():
     assert judge({"goal_rule": rule, "cells": [cell("detected", 35.5), cell("gold", 40.0)]})[0] == "not met"
     with pytest.raises(ValidationError, match="'times' needs 'over'"):
         Beat(cell=("a", "b"), at_least=1.0, times=0.9)
+
+
+def test_a_quick_page_is_a_smoke_test_without_the_full_runs_prose():
+    from eventatlas.results.experiments import markdown
+
+    cell = {"row_label": "detector", "col_label": "TI F1", "metric": "ti_f1", "mean_shown": 0.0, "std_shown": None,
+            "n": 1, "n_configs": 1, "reference": 67.1, "higher_is_better": True}
+    e = {"experiment": "x", "title": "T", "description": "the full setup", "cells": [cell],
+         "verdict": ("not met", ["detector / TI F1 0.0 vs reference 67.1"]), "sources": [("Paper", "Table 5", "")],
+         "goal": "TI F1 >= 75", "diagnosis": "the full run's reasons", "plots": [], "runs": [], "spec_sha256": "s"}
+    full, quick = markdown({**e, "mode": "full"}), markdown({**e, "mode": "quick"})
+    for text in ("the full setup", "the full run's reasons", "[67.1]", "**Status: not met.**", "Paper, Table 5"):
+        assert text in full and text not in quick, text
+    assert "A smoke test" in quick and "[x.md](x.md)" in quick and "judged on the full run only" in quick
+    assert "| detector | 0.0 (n=1) |" in quick

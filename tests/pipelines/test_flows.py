@@ -320,7 +320,8 @@ def test_experiment_flow_runs_its_cells_on_a_runner_and_reuses_them(env):
 
     arts = asyncio.run(page())
     assert arts and arts[-1].type == "markdown" and "| |" in arts[-1].data
-    assert f"**Status: {pooled['verdict']}.**" in arts[-1].data
+    # a quick form's page is a smoke test: no verdict drawn from sample numbers
+    assert "A smoke test" in arts[-1].data and "**Status:" not in arts[-1].data
 
 
 @pytest.mark.timeout(600)
