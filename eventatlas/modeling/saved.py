@@ -4,7 +4,12 @@ A trained run leaves ``runs/<run_id>/model/``::
 
     model_card.json    the typed card (:class:`ModelCard`): method, run id, trained-on dataset, data
                        fingerprint, config, code version, seed, precision, headline metrics, parts, size
-    README.md          the same card for people
+    README.md          the card for people, Hugging Face style (:mod:`eventatlas.modeling.card`): base
+                       model, 3 headline numbers, a transformers snippet that reproduces the mention vectors
+    config.json, model.safetensors, tokenizer, modules.json, 1_Pooling/ ...
+                       the chosen encoder (``root_encoder``: :func:`card.chosen_encoder`) hard-linked at the
+                       top, so ``AutoModel.from_pretrained(<model dir>)`` and ``SentenceTransformer(<model dir>)``
+                       load the directory itself (eventatlas reads the encoder folders)
     encoder/           the fine-tuned transformer: ``save_pretrained`` (safetensors) + tokenizer, plus
                        the sentence-transformers files (mean pooling), so ``transformers.AutoModel``
                        and ``sentence_transformers.SentenceTransformer`` load it unchanged
@@ -15,8 +20,9 @@ A trained run leaves ``runs/<run_id>/model/``::
                        meta network, cross-encoder head, prototypes), tensors + a small typed config
 
 A method collects its parts with :class:`ModelWriter` (in a temporary directory); the runner
-completes the card from the run record and renames the directory into place in one step, so a
-killed run never leaves a half-written ``model/``.
+completes the card from the run record, links the chosen encoder's files to the top and writes the
+README inside the partial directory, then renames it into place in one step, so a killed run never
+leaves a half-written ``model/``.
 
 A saved model is named wherever an encoder is accepted by ``run:<ref>`` (:func:`resolve_ref`):
 ``run:<run_id>``, a unique prefix of a run id, or ``run:<method>:<dataset>:latest``, each optionally
@@ -76,13 +82,21 @@ class ModelCard(BaseModel):
     heads: dict[str, HeadSpec] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)  # what applying the model needs beyond the parts
     metrics: dict[str, float] = Field(default_factory=dict)  # headline cells of the run
+    headline: list[dict[str, Any]] = Field(default_factory=list)  # the README's 3 numbers (card.headline)
+    root_encoder: Optional[str] = None  # the encoder whose files are also at the top of the model directory
     size_bytes: int = 0  # every file of the model but this card
     created_at: Optional[str] = None
 
 
 def _dir_size(d: Path) -> int:
-    """Bytes of a model's parts (the card itself, which records this number, left out)."""
-    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and p.name != CARD_NAME)
+    """Bytes of a model's parts (the card itself, which records this number, left out); a file hard-linked
+    twice (the top-level encoder) counts once."""
+    seen: dict[tuple[int, int], int] = {}
+    for p in d.rglob("*"):
+        if p.is_file() and not p.is_symlink() and p.name != CARD_NAME:
+            st = p.stat()
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -120,8 +134,11 @@ class ModelWriter:
         ``.tokenizer``): safetensors weights, tokenizer, sentence-transformers files. The first encoder
         saved is the default one (``run:<id>``) unless ``default`` says otherwise. ``pooling`` (mean |
         cls) is what sentence-transformers applies when it loads the directory."""
-        d = self._encoder_slot(name, default, pooling, base_model if base_model is not None
-                               else getattr(module, "model_id", None))
+        if base_model is None and hasattr(module, "model_id"):  # model_id None: the packaged default
+            from .card import base_model_name
+
+            base_model = base_model_name(module.model_id)
+        d = self._encoder_slot(name, default, pooling, base_model)
         if not self.active:
             return d
         model = getattr(module, "model", module)
@@ -240,10 +257,12 @@ def headline_metrics(rows: list[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def finalize(run_dir: str | os.PathLike, run: Mapping[str, Any], metrics: list[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Complete the card of ``<run_dir>/model.partial`` from the finished run record and rename it to
-    ``model/`` (replacing an earlier one of the same run). Returns the record's ``model`` entry
-    (path, size_bytes, run_id, ...) or None when the method saved nothing."""
+    """Complete the card of ``<run_dir>/model.partial`` from the finished run record, hard-link the chosen
+    encoder's files to its top, write the README card, and rename it to ``model/`` (replacing an earlier one
+    of the same run). Returns the record's ``model`` entry (path, size_bytes, run_id, ...) or None when the
+    method saved nothing."""
     from ..io import atomic_write_text
+    from .card import card_markdown, chosen_encoder, headline
 
     run_dir = Path(run_dir)
     part = run_dir / (MODEL_DIRNAME + ".partial")
@@ -259,9 +278,13 @@ def finalize(run_dir: str | os.PathLike, run: Mapping[str, Any], metrics: list[M
         "run_id": run["run_id"], "trained_on": trained_on, "data_fingerprint": fps.get(trained_on),
         "config": params.get("config", params), "code_version": run.get("code_version"), "seed": run.get("seed"),
         "precision": card.precision or params.get("precision") or (params.get("config") or {}).get("precision"),
-        "metrics": headline_metrics(list(metrics)),
+        "metrics": headline_metrics(list(metrics)), "headline": headline(list(metrics)),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    atomic_write_text(part / "README.md", card_markdown(card))
+    root = chosen_encoder(card)
+    card = card.model_copy(update={"root_encoder": root, "base_model": _base_model(card, params, part, root)})
+    if root is not None:
+        _link_to_top(part / card.encoders[root], part)
+    atomic_write_text(part / "README.md", card_markdown(card, part))
     card = card.model_copy(update={"size_bytes": _dir_size(part)})  # every file but the card, README included
     _write_json(part / CARD_NAME, card.model_dump(mode="json"))
     final = run_dir / MODEL_DIRNAME
@@ -276,6 +299,47 @@ def finalize(run_dir: str | os.PathLike, run: Mapping[str, Any], metrics: list[M
     return model_entry(card, final)
 
 
+_TOP_RESERVED = frozenset({CARD_NAME, "README.md", HEADS_DIRNAME, ENCODER_DIRNAME, ENCODER_DIRNAME + "s"})
+
+
+def _link_to_top(src: Path, top: Path) -> None:
+    """Every file of encoder directory ``src`` hard-linked at the same relative path under the model directory
+    ``top`` (:func:`eventatlas.io.link_file`: a copy only where the file system cannot link); names the model
+    directory itself uses (the cards, ``heads/``, ``encoder(s)/``) are left out. Re-linking replaces."""
+    from ..io import link_file
+
+    for f in sorted(src.rglob("*")):
+        rel = f.relative_to(src)
+        if not f.is_file() or rel.parts[0] in _TOP_RESERVED:
+            continue
+        to = top / rel
+        to.parent.mkdir(parents=True, exist_ok=True)
+        if to.exists() or to.is_symlink():
+            to.unlink()
+        link_file(f, to)
+
+
+def _base_model(card: ModelCard, params: Mapping[str, Any], part: Path, root: str | None) -> str | None:
+    """The base model the run fine-tuned: the card's (the method said), else the run config's ``model_id``
+    (unset: the packaged all-MiniLM-L6-v2), else the saved encoder's ``_name_or_path``; None only for a run
+    that records none of them."""
+    from .card import base_model_name
+
+    if card.base_model:
+        return base_model_name(card.base_model)
+    cfg = params.get("config", params)
+    if isinstance(cfg, Mapping) and "model_id" in cfg:
+        return base_model_name(cfg["model_id"])
+    for name in ([root] if root else []) + list(card.encoders):
+        try:
+            cfg_json = json.loads((part / card.encoders[name] / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if cfg_json.get("_name_or_path"):
+            return base_model_name(cfg_json["_name_or_path"])
+    return None
+
+
 def model_entry(card: ModelCard, path: Path) -> dict[str, Any]:
     """The run record's / warehouse ``models`` row for a saved model."""
     return {"run_id": card.run_id, "method": card.method, "trained_on": card.trained_on, "path": str(path),
@@ -284,25 +348,11 @@ def model_entry(card: ModelCard, path: Path) -> dict[str, Any]:
             "code_version": card.code_version, "created_at": card.created_at}
 
 
-def card_markdown(card: ModelCard) -> str:
-    lines = [f"# {card.method} model of run {card.run_id}", "",
-             f"- trained on: {card.trained_on} (data fingerprint {card.data_fingerprint})",
-             f"- base model: {card.base_model}", f"- seed: {card.seed}, precision: {card.precision}",
-             f"- code version: {card.code_version}", f"- representation: {card.representation}"]
-    if card.epoch is not None:
-        lines.append(f"- chosen epoch: {card.epoch}")
-    lines += ["", "## Parts", ""]
-    for name, rel in card.encoders.items():
-        star = " (default)" if name == card.encoder else ""
-        lines.append(f"- `{rel}/`: encoder {name!r}{star} (Hugging Face + sentence-transformers layout)")
-    lines += [f"- `{h.file}`: {h.kind}" for h in card.heads.values()]
-    if card.metrics:
-        lines += ["", "## Headline metrics", "", "| cell | value |", "| --- | --- |"]
-        lines += [f"| {k} | {v:.4f} |" for k, v in card.metrics.items()]
-    lines += ["", "## Use", "", f"Any eventatlas option that takes an encoder accepts `run:{card.run_id}`; "
-              "the `encoder/` folder loads with `transformers.AutoModel.from_pretrained` and "
-              "`sentence_transformers.SentenceTransformer`.", ""]
-    return "\n".join(lines)
+def card_markdown(card: ModelCard, model_dir: Path | None = None) -> str:
+    """The README card (:func:`eventatlas.modeling.card.card_markdown`)."""
+    from .card import card_markdown as render
+
+    return render(card, model_dir)
 
 
 # ----------------------------------------------------------------------------- naming and loading
@@ -378,6 +428,9 @@ def _check_inside(model_dir: Path, card: ModelCard, card_path: Path) -> None:
                          f"{model_dir.parent}; a saved model loads only files inside its run directory")
     parts = [(f"encoder {n!r}", rel) for n, rel in card.encoders.items()]
     parts += [(f"head {n!r}", h.file) for n, h in card.heads.items()]
+    if card.root_encoder is not None:  # the top-level copy of an encoder: the files beside the card
+        parts += [(f"top-level file {q.name!r}", q.name) for q in sorted(model_dir.iterdir())
+                  if q.name not in _TOP_RESERVED and q.name not in card.encoders.values()]
     for what, rel in parts:
         if Path(rel).is_absolute() or rel.startswith("~"):
             raise ModelError(f"{card_path}: {what} is the absolute path {rel!r}; a part of a saved model is a "

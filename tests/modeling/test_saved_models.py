@@ -37,8 +37,15 @@ def saved(tmp_path, eventatlas_env):
     w.head("proxies", {"weight": torch.arange(6, dtype=torch.float32).reshape(2, 3)}, kind="arcface",
            config={"margin": 0.5, "scale": 30.0})
     w.close(representation="trigger", epoch=2)
-    rows = [{"task": "induction", "split": "test", "representation": "trigger", "clustering": "agglomerative",
-             "metric": "bcubed_f", "value": 0.5},
+    cell = {"task": "induction", "dataset": "fnsample", "split": "test", "representation": "trigger"}
+    rows = [{**cell, "clustering": "agglomerative", "metric": "bcubed_f", "value": 0.5},
+            {**cell, "clustering": "agglomerative", "metric": "ari", "value": 0.3},
+            {**cell, "clustering": "agglomerative", "metric": "nmi", "value": 0.6},
+            {**cell, "clustering": "agglomerative", "metric": "purity_f", "value": 0.55},
+            {**cell, "clustering": "agglomerative", "metric": "n_clusters", "value": 4},
+            {**cell, "clustering": "kmeans", "metric": "ari", "value": 0.2},
+            {**cell, "clustering": "kmeans", "metric": "nmi", "value": 0.7},
+            {**cell, "clustering": "kmeans", "metric": "bcubed_f", "value": 0.4},
             {"task": "induction", "split": "dev", "representation": "trigger", "metric": "bcubed_f", "value": 0.9}]
     entry = _run(run_dir, run_dir.name, rows=rows)
     return enc, run_dir, entry
@@ -52,15 +59,17 @@ def test_round_trip_card_and_parts(saved):
     assert (c.method, c.trained_on, c.data_fingerprint, c.seed, c.code_version) == \
         ("frame_dml", "fnsample", "fp-fnsample", 7, "abc123")
     assert (c.representation, c.epoch, c.precision, c.base_model) == ("trigger", 2, "fp32", "tiny")
-    assert c.metrics == {"induction/test/trigger/agglomerative/bcubed_f": 0.5}  # test rows only, labelled
-    assert entry["size_bytes"] == c.size_bytes == sum(
-        p.stat().st_size for p in m.path.rglob("*") if p.is_file() and p.name != "model_card.json")
+    assert c.metrics["induction/test/trigger/agglomerative/bcubed_f"] == 0.5  # test rows only, labelled
+    assert not any("/dev/" in k for k in c.metrics)
+    files = {(p.stat().st_dev, p.stat().st_ino): p.stat().st_size for p in m.path.rglob("*")
+             if p.is_file() and p.name != "model_card.json"}  # the top-level hard links count once
+    assert entry["size_bytes"] == c.size_bytes == sum(files.values())
     assert entry["parts"] == ["encoder", "proxies"]
     tensors, cfg = m.head("proxies")
     assert torch.equal(tensors["weight"], torch.arange(6, dtype=torch.float32).reshape(2, 3))
     assert cfg == {"margin": 0.5, "scale": 30.0}
     assert (m.encoder_path / "model.safetensors").is_file()
-    assert "## Headline metrics" in (m.path / "README.md").read_text()
+    assert "## Headline numbers" in (m.path / "README.md").read_text()
 
 
 def test_saved_encoder_loads_with_transformers_and_sentence_transformers(saved):
