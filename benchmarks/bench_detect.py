@@ -106,15 +106,20 @@ print(json.dumps({"loaded_rss_mb": base / 1024, "peak_rss_mb": resource.getrusag
 """
 
 
-def peak_rss(sents: list[str], n: int, batch_size: int, scratch: Path) -> dict:
+def write_corpus(sents: list[str], n: int, src: Path) -> Path:
+    """An ``n``-sentence dataset ``src`` of documents of 100 sentences drawn in turn from ``sents``."""
     from eventatlas.io import DatasetWriter
 
-    src = scratch / "datasets" / "bench_corpus"
-    with DatasetWriter(src, "bench_corpus", tables=["documents"]) as w:
+    with DatasetWriter(src, src.name, tables=["documents"]) as w:
         for d in range(0, n, 100):
-            w.write("documents", {"dataset": "bench_corpus", "doc_id": f"doc{d // 100}",
+            w.write("documents", {"dataset": src.name, "doc_id": f"doc{d // 100}",
                                   "sentences": [sents[(d + k) % len(sents)] for k in range(min(100, n - d))]})
         w.commit({"reader": "bench"})
+    return src
+
+
+def peak_rss(sents: list[str], n: int, batch_size: int, scratch: Path) -> dict:
+    src = write_corpus(sents, n, scratch / "datasets" / "bench_corpus")
     out = subprocess.run([sys.executable, "-c", RSS_CHILD, str(Path(__file__).resolve().parent), str(src),
                           str(scratch / "datasets" / "bench_detected"), "165", str(batch_size)],
                          capture_output=True, text=True, check=True)

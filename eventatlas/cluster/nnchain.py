@@ -420,5 +420,27 @@ def maybe_agglomerative(X, n_clusters=None, *, distance_threshold=None, metric="
         raise ValueError("agglomerative: give exactly one of n_clusters or distance_threshold")
     if n_clusters is not None and not 1 <= n_clusters <= n:
         raise ValueError(f"n_clusters must be in [1, N={n}], got {n_clusters!r}")
-    Z = average_linkage(P, progress=n >= 50_000)
-    return dense.cut(Z, n_clusters, distance_threshold)
+    groups, first_of, sizes = _duplicates(P)
+    if len(sizes) == n:
+        Z = average_linkage(P, progress=n >= 50_000)
+        return dense.cut(Z, n_clusters, distance_threshold)
+    # identical rows are at distance 0: average linkage merges them first, whatever else is there, so the
+    # tree over one weighted point per distinct row is the same tree without its zero-height merges (a
+    # corpus that repeats sentences would otherwise make the chain rescan every duplicate)
+    if len(sizes) < 2:
+        return np.zeros(n, dtype=np.int64)
+    U = _normalise(P[first_of]) * sizes[:, None]
+    Z = average_linkage(U, sizes=sizes, progress=len(sizes) >= 50_000)
+    k = None if n_clusters is None else min(n_clusters, len(sizes))  # identical mentions cannot be told apart
+    return dense.cut(Z, k, distance_threshold)[groups]
+
+
+def _duplicates(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's group, the first row of each group, each group's size), groups numbered by their first
+    row, so labels mapped back through them keep the first-member numbering."""
+    _, first, inverse, counts = np.unique(np.ascontiguousarray(P), axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], first[order], counts[order].astype(np.float64)

@@ -30,8 +30,10 @@ class DiscoverConfig:
     link_to: list[str] = field(default_factory=list)  # dataset names (or directories) of known inventories
     link_sample: int | None = 200       # mentions per type the linking embeds (None: all)
     n_examples: int = 3
-    novelty_scorer: str = "centroid"    # eventatlas.discover.novelty: whose raw score judges a type new
-    new_below: float = 0.5              # new when its best link's raw score is under this
+    # eventatlas.discover.novelty: new when the best link's raw score of this scorer is under new_below (the
+    # pair the discover_maven experiment's dev part chose on every seed; its page says how little it separates)
+    novelty_scorer: str = "vote"
+    new_below: float = 0.25
     seed: int = 0
     device: str | None = None
 
@@ -47,14 +49,18 @@ def _inventory(key: str, dataset: str, dataset_dir: Path, cards: list[dict[str, 
 
 
 def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig | None = None, *,
-             say: Callable[[str], None] = log.info, inventories: list[Any] | None = None) -> dict[str, Any]:
+             say: Callable[[str], None] = log.info, inventories: list[Any] | None = None,
+             embeddings: str | Path | None = None) -> dict[str, Any]:
     """Discover the types of ``dataset_dir``'s mentions into ``out_dir``; returns a summary (counts, how the
-    count was chosen, the files, the seconds of each stage). ``inventories``: known inventories
-    (:class:`eventatlas.atlas.inventory.Inventory`, e.g. a part of a dataset's types) linked to after those
-    ``cfg.link_to`` names."""
+    count was chosen, the files, the seconds of each stage, ``vectors``: who made them). ``inventories``: known
+    inventories (:class:`eventatlas.atlas.inventory.Inventory`, e.g. a part of a dataset's types) linked to after
+    those ``cfg.link_to`` names. ``embeddings``: the mentions' ``cfg.representation`` vectors already computed
+    (a ``.npy`` in :func:`eventatlas.modeling.encode.load_embeddings`' layout, rows by mention_id, e.g. the
+    detector's same-pass vectors) with ``cfg.encoder``: not embedded again; the targets are embedded with
+    ``cfg.encoder``, so both sides of a link share one space."""
     import pyarrow.parquet as pq
 
-    from ..atlas.inventory import dataset_inventory
+    from ..atlas.inventory import dataset_inventory, type_set
     from ..atlas.link import LinkConfig, link_pair
     from ..atlas.scorers import EVIDENCE_SCORERS
     from ..cluster import cluster
@@ -63,6 +69,7 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     from ..errors import InputError
     from ..io import atomic_write_json, write_parquet
     from ..modeling.encode import embed_mentions, load_embeddings
+    from ..modeling.mention_encoder import model_name
     from .describe import describe_types, map_2d
     from .novelty import NOVELTY_SCORERS, mark_new
 
@@ -81,7 +88,11 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
             raise InputError(d, "dataset", f"--link-to {d.name}: not an ingested dataset")
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    ids, X = load_embeddings(embed_mentions(mpath, cfg.encoder, cfg.representation, device=cfg.device))
+    if embeddings is not None:
+        ids, X, vectors_by = _given(embeddings, cfg.representation)
+    else:
+        ids, X = load_embeddings(embed_mentions(mpath, cfg.encoder, cfg.representation, device=cfg.device))
+        vectors_by = f"{model_name(cfg.encoder)} (embedded)"
     seconds["embed"] = round(time.perf_counter() - t, 2)
     if len(ids) < 2:
         raise InputError(mpath, "file", f"{len(ids)} usable mention(s): too few to induce types")
@@ -97,6 +108,9 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     cols = ["mention_id", "doc_id", "sent_idx", "sentence", "trigger", "trigger_start", "trigger_end", "labels"]
     table = pq.read_table(mpath, columns=cols)
     rows = {r["mention_id"]: r for r in table.to_pylist()}
+    if embeddings is not None and (stray := next((i for i in ids if i not in rows), None)) is not None:
+        raise InputError(Path(embeddings), "file", f"vector of mention {stray!r}, which {man.dataset} lacks: "
+                                                   "vectors of another dataset")
     mentions = [rows[i] for i in ids]
     cards = describe_types(mentions, X, clusters, n_examples=cfg.n_examples)
     key = f"discover:{man.dataset}"
@@ -104,9 +118,14 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     t = time.perf_counter()
     link_tables = []
     for target in [*(dataset_inventory(d) for d in known), *(inventories or [])]:
-        res = link_pair(inv, target, LinkConfig(methods=EVIDENCE_SCORERS, max_per_type=cfg.link_sample, seed=cfg.seed,
-                                                representation=cfg.representation, device=cfg.device),
-                        encoder=cfg.encoder)
+        lcfg = LinkConfig(methods=EVIDENCE_SCORERS, max_per_type=cfg.link_sample, seed=cfg.seed,
+                          representation=cfg.representation, device=cfg.device)
+        sets = None
+        if embeddings is not None:  # the source's sample from the given vectors, the target's with their encoder
+            sets = (_sample(inv, ids, X, lcfg), type_set(target, encoder=cfg.encoder, representation=cfg.representation,
+                                                         max_per_type=cfg.link_sample, seed=cfg.seed,
+                                                         device=cfg.device, precision=lcfg.precision))
+        res = link_pair(inv, target, lcfg, encoder=cfg.encoder, sets=sets)
         link_tables.append(res.links)
         say(f"linked {len(cards)} types to {target.key} ({len(target.types)} types): {res.links.num_rows} link rows")
     seconds["link"] = round(time.perf_counter() - t, 2)
@@ -131,10 +150,41 @@ def discover(dataset_dir: str | Path, out_dir: str | Path, cfg: DiscoverConfig |
     n_new = sum(bool(c["new"]) for c in cards)
     summary = {"dataset": man.dataset, "inventory": key, "mentions": len(ids), "types": len(cards), "how": how,
                "new": n_new if link_tables else None,
-               "config": asdict(cfg), "files": files, "seconds": seconds,
+               "config": asdict(cfg), "files": files, "seconds": seconds, "vectors": vectors_by,
                "linked_to": [d.name for d in known] + [i.key for i in inventories or []]}
     atomic_write_json(out / "discover.json", summary)
     return summary
+
+
+def _given(path: str | Path, representation: str) -> tuple[list[str], np.ndarray, str]:
+    """(ids, vectors, who made them) of pre-computed vectors; their ``.json`` sidecar, when there, names the
+    maker and the representation (refused when it is not the run's)."""
+    import json
+
+    from ..errors import InputError
+    from ..modeling.encode import load_embeddings
+
+    path = Path(path)
+    ids, X = load_embeddings(path)
+    side = path.with_suffix(".json")
+    meta = json.loads(side.read_text(encoding="utf-8")) if side.exists() else {}
+    if meta.get("representation", representation) != representation:
+        raise InputError(path, "file", f"{meta['representation']} vectors, but this run uses {representation}")
+    return ids, np.asarray(X, dtype=np.float32), meta.get("by") or f"given ({path.name})"
+
+
+def _sample(inv: Any, ids: list[str], X: np.ndarray, lcfg: Any) -> Any:
+    """The inventory's linking sample (:meth:`Inventory.selection`, as :func:`eventatlas.atlas.inventory.type_set`
+    takes it) from vectors already computed, L2-normalised as it does."""
+    from ..atlas.scorers.base import TypeSet
+
+    pos = {m: r for r, m in enumerate(ids)}
+    sel = inv.selection(lcfg.max_per_type, lcfg.seed)
+    pick = [(i, m) for i, t in enumerate(inv.types) for m in sel[t] if m in pos]
+    V = X[[pos[m] for _, m in pick]] if pick else np.zeros((0, X.shape[1]), dtype=np.float32)
+    V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-12)
+    return TypeSet(types=list(inv.types), names=list(inv.names), X=V, owner=[i for i, _ in pick],
+                   mention_ids=[m for _, m in pick])
 
 
 def record(out_dir: str | Path, dataset_dir: str | Path, cfg: DiscoverConfig, summary: dict[str, Any] | None,
@@ -158,6 +208,9 @@ def record(out_dir: str | Path, dataset_dir: str | Path, cfg: DiscoverConfig, su
 
     rec["artifacts"] = [{"kind": kinds[k], "path": p, "rows": pq.ParquetFile(p).metadata.num_rows,
                          "sha256": sha256_file(p)} for k, p in (summary or {}).get("files", {}).items()]
+    if (summary or {}).get("page"):  # the run's HTML page (cards, map, search), written after the tables
+        rec["artifacts"].append({"kind": "discover/page", "path": summary["page"], "rows": None,
+                                 "sha256": sha256_file(summary["page"])})
     rec["run"]["summary"] = {k: (summary or {}).get(k) for k in ("mentions", "types", "how", "new", "seconds",
-                                                                   "linked_to")}
+                                                                   "linked_to", "vectors")}
     return write_record(out, finish_record(rec))

@@ -58,6 +58,13 @@ def model_shape(model_id: str | os.PathLike | None) -> dict[str, int]:
             "intermediate": int(getattr(cfg, "intermediate_size", 4 * hidden))}
 
 
+def pooled(h: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The ``weights``-weighted mean of hidden states ``h`` (B, T, D) over positions: every representation's
+    pooling, here once (the detector's same-pass vectors pool its hidden states with it too)."""
+    w = weights.to(h.dtype)
+    return torch.einsum("bt,btd->bd", w, h) / w.sum(1, keepdim=True).clamp(min=1.0)
+
+
 class MentionEncoder(nn.Module):
     """Transformer + mention pooling (see module doc). ``max_length`` counts special tokens."""
 
@@ -114,8 +121,7 @@ class MentionEncoder(nn.Module):
             h = torch.cat([out.hidden_states[-k] for k in range(WINDOW_LAYERS, 0, -1)], dim=-1).float()
         else:
             h = out.last_hidden_state.float()
-        w = (attention_mask if pool is None else pool).to(h.dtype)
-        return torch.einsum("bt,btd->bd", w, h) / w.sum(1, keepdim=True).clamp(min=1.0)
+        return pooled(h, attention_mask if pool is None else pool)
 
     def encode_batch(self, batch: dict[str, Any], representation: str) -> torch.Tensor:
         """``forward`` on a collated batch (already on the model's device)."""

@@ -33,7 +33,8 @@ def target(dataset: str, name: str | None) -> tuple[Path, str]:
 
 
 def shard_job(dataset_dir: str, model: str, part_dir: str, name: str, shard: int = 0, shards: int = 1,
-              threshold: float | None = None, device: str = "auto", batch_size: int = 64) -> dict[str, Any]:
+              threshold: float | None = None, device: str = "auto", batch_size: int = 64,
+              vectors: bool = False) -> dict[str, Any]:
     """One shard on whatever worker runs it (:func:`eventatlas.detection.apply.detect_part`): the device and
     precision resolved there."""
     from ..detection.apply import detect_part
@@ -41,12 +42,16 @@ def shard_job(dataset_dir: str, model: str, part_dir: str, name: str, shard: int
 
     dev = resolve_device(device)
     return detect_part(dataset_dir, model, part_dir, name=name, shard=shard, shards=shards, device=dev,
-                       precision=resolve_precision("auto", dev), threshold=threshold, batch_size=batch_size)
+                       precision=resolve_precision("auto", dev), threshold=threshold, batch_size=batch_size,
+                       vectors=vectors)
 
 
 def detect(dataset: str, model: str, name: str | None = None, threshold: float | None = None,
-           device: str = "auto", batch_size: int = 64, shards: int = 1, *, engine: Engine) -> dict[str, Any]:
-    """``{"manifest", "published"}``: the new dataset's manifest and what the publish path did with its record."""
+           device: str = "auto", batch_size: int = 64, shards: int = 1, *, engine: Engine,
+           vectors_dir: str | None = None) -> dict[str, Any]:
+    """``{"manifest", "published"}``: the new dataset's manifest and what the publish path did with its record.
+    ``vectors_dir``: the detected mentions' same-pass trigger vectors go there too
+    (:func:`eventatlas.detection.apply.assemble_vectors`)."""
     import shutil
     import tempfile
 
@@ -68,13 +73,14 @@ def detect(dataset: str, model: str, name: str | None = None, threshold: float |
     scratch = Path(tempfile.mkdtemp(prefix=f".{out_name}-parts-", dir=config.datasets_dir()))
     try:
         jobs = [{"dataset_dir": str(src), "model": model, "part_dir": str(scratch / f"part-{i}"), "name": out_name,
-                 "shard": i, "shards": shards, "threshold": threshold, "device": device, "batch_size": batch_size}
+                 "shard": i, "shards": shards, "threshold": threshold, "device": device, "batch_size": batch_size,
+                 **({"vectors": True} if vectors_dir is not None else {})}
                 for i in range(shards)]
         engine.say(f"detect {out_name}: {src.name} in {shards} shard(s)")
         t0 = time.perf_counter()
         parts = engine.map(SHARD_JOB, jobs)
         manifest = assemble(src, parts, config.datasets_dir() / out_name, name=out_name,
-                            seconds=time.perf_counter() - t0)
+                            seconds=time.perf_counter() - t0, vectors_dir=vectors_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     params = {"detect": dataset, "model": model, "name": name, "threshold": threshold, "device": device,

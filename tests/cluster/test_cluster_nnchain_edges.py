@@ -405,6 +405,29 @@ def test_progress_bar_from_50000_points(monkeypatch):
 
     monkeypatch.setattr(nc, "average_linkage", fake_linkage)
     monkeypatch.setenv(nc.SCALABLE_MIN_N_ENV, "10")
-    for n in (49_999, 50_000):
-        assert nc.maybe_agglomerative(np.ones((n, 2)), 1).tolist() == [0] * n
+    for n in (49_999, 50_000):  # distinct rows (repeated ones collapse before the linkage)
+        assert nc.maybe_agglomerative(np.stack([np.arange(n), np.ones(n)], axis=1), 1).tolist() == [0] * n
     assert seen == [False, True]
+
+
+def test_repeated_rows_collapse_to_weighted_points_with_the_dense_paths_labels(monkeypatch):
+    """A corpus that repeats sentences repeats vectors: the scalable path clusters one weighted point per
+    distinct row (identical rows merge first at distance 0 in any case) and gives the dense path's labels,
+    numbering included; more clusters than distinct rows gives one cluster per distinct row."""
+    from eventatlas.cluster import cluster
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(40, 6)).astype(np.float32)
+    X = base[rng.integers(0, 40, size=300)]
+    groups, first, sizes = nc._duplicates(X)
+    assert len(sizes) == len(np.unique(X, axis=0)) and sizes.sum() == 300
+    assert np.array_equal(X[first][groups], X) and list(first) == sorted(first)  # numbered by first occurrence
+    for k in (3, 12, len(sizes)):
+        monkeypatch.setenv("EVENTATLAS_SCALABLE_MIN_N", "1000")
+        want = cluster(X, "agglomerative", n_clusters=k)
+        monkeypatch.setenv("EVENTATLAS_SCALABLE_MIN_N", "10")
+        assert np.array_equal(cluster(X, "agglomerative", n_clusters=k), want), k
+    got = cluster(X, "agglomerative", n_clusters=len(sizes) + 5)
+    assert len(set(got.tolist())) == len(sizes) and np.array_equal(got, cluster(X, "agglomerative",
+                                                                             n_clusters=len(sizes)))
+    assert (cluster(np.repeat(X[:1], 30, axis=0), "agglomerative", n_clusters=2) == 0).all()

@@ -76,3 +76,29 @@ def test_discover_scores_detection_clustering_and_novelty_on_held_out_sentences(
     with pytest.raises(ParamError, match="variant 'detector' needs detector"):
         method_runner(get_spec("discover"))(ddir, path.parent.parent / "y", seed=0, device="cpu",
                                             config={**params, "detector": None, "variants": ["detector"]})
+
+
+def test_a_dataset_without_mentions_is_detected_with_the_newest_detector(trained):
+    from eventatlas import config
+    from eventatlas.data.ingest import ingest
+    from eventatlas.pipelines.discover import discover
+    from eventatlas.pipelines.local import engine
+
+    _, ref, _ = trained
+    ingest("text", config.samples_dir() / "text", dataset="my_text", progress=False)
+    said: list[str] = []
+    out = discover("my_text", k=2, threshold=0.0, device="cpu", engine=engine(say=said.append))
+    assert out["detected"]["dataset"] == "my_text_detected" and out["detected"]["detection"]["model"] == ref
+    assert any(f"my_text has no mentions: detecting them with the newest saved detector, {ref}" in s for s in said)
+
+
+def test_without_mentions_or_a_detector_the_refusal_says_how_to_get_one(eventatlas_env):
+    from eventatlas import config
+    from eventatlas.data.ingest import ingest
+    from eventatlas.pipelines.discover import discover
+    from eventatlas.pipelines.local import engine
+
+    ingest("text", config.samples_dir() / "text", dataset="my_text", progress=False)
+    with pytest.raises(ValueError, match=r"no saved detector to find them: train one with `eventatlas train "
+                                         r"event_detection maven_subset`"):
+        discover("my_text", engine=engine())
