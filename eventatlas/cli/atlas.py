@@ -285,8 +285,9 @@ def _print_cards(summary: dict) -> None:
                   f"({summary['how'].split(':', 1)[1].strip()})", markup=False, soft_wrap=True, highlight=False)
     if summary.get("new") is not None:
         cfg = summary.get("config") or {}
-        console.print(f"{summary['new']} of {summary['types']} types new (no link to {', '.join(summary['linked_to'])} "
-                      f"with a {cfg.get('novelty_scorer')} raw score of {cfg.get('new_below')} or more)",
+        console.print(f"{summary['new']} of {summary['types']} types new (new: no link to "
+                      f"{', '.join(summary['linked_to'])} with a {cfg.get('novelty_scorer')} raw score of "
+                      f"{cfg.get('new_below')} or more)",
                       markup=False, soft_wrap=True, highlight=False)
     for t in types:
         verdict = {True: "  NEW", False: "  known"}.get(t.get("new"), "")

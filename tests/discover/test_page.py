@@ -236,6 +236,14 @@ def test_the_command_writes_the_page_and_exports_a_finished_run(eventatlas_env, 
     (run_dir,) = config.runs_dir().glob("discover-mini_events-*")
     assert f"{run_dir / 'page.html'}" in r.output and (run_dir / "page.html").exists()
     assert f"exported: {tmp_path / 'x' / 'types.csv'}, {tmp_path / 'x' / 'types.ttl'}" in r.output
+    # the verdicts, counted and per card, as the types table has them
+    import pyarrow.parquet as pq
+
+    types = pq.read_table(run_dir / "types.parquet").to_pylist()
+    n_new = sum(bool(t["new"]) for t in types)
+    assert (f"{n_new} of 3 types new (new: no link to mini_events with a vote raw score of 0.25 or more)"
+            in r.output)
+    assert r.output.count("  NEW\n") == n_new and r.output.count("  known\n") == 3 - n_new
     r = CliRunner().invoke(app, ["discover", "--from-run", run_dir.name, "--format", "jsonl", "--format", "html",
                                  "-o", str(tmp_path / "y")], terminal_width=300)
     assert r.exit_code == 0, r.output
