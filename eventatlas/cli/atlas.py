@@ -6,8 +6,9 @@ from typing import Any, List, Optional
 
 import typer
 
-from .base import (_fail, app, check_device, console, dataset_dir, error_line, local_engine, PANEL_ATLAS, print_rows,
+from .base import (_fail, app, check_device, console, dataset_dir, error_line, local_engine, PANEL_ATLAS,
                    print_warning, run_dir, run_flow, seed_option, split, unknown, use_prefect)
+from .tables import print_rows
 
 atlas_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The atlas: every event-type inventory (datasets, FrameNet, Wikidata, the clusters of "

@@ -12,7 +12,8 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_DEBUG, _fail, app, console, dataset_dir, error_line, local_engine, PANEL_DATA, PANEL_OPS,
-                   print_rows, print_warning, read_root, run_flow, split, unknown, use_prefect, wants_prefect)
+                   print_warning, read_root, run_flow, split, unknown, use_prefect, wants_prefect)
+from .tables import print_rows
 
 
 @app.command(rich_help_panel=PANEL_OPS,

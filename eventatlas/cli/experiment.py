@@ -6,8 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from .base import (_fail, app, check_device, console, local_engine, PANEL_RESULTS, print_rows, print_warning, run_flow,
+from .base import (_fail, app, check_device, console, local_engine, PANEL_RESULTS, print_warning, run_flow,
                    split_seeds, wants_prefect)
+from .tables import print_rows
 
 exp_app = typer.Typer(no_args_is_help=True, help="Declared experiments (experiments/*.yaml): one YAML per headline "
                       "result, run by one command; results pages from the warehouse (`eventatlas report --markdown`).")

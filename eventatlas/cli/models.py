@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from .base import (_fail, app, check_device, console, dataset_dir, PANEL_TRAIN, print_rows, read_root)
+from .base import (_fail, app, check_device, console, dataset_dir, PANEL_TRAIN, read_root)
+from .tables import print_rows
 
 
 @app.command(rich_help_panel=PANEL_TRAIN,

@@ -7,8 +7,9 @@ from typing import Any, List, Optional
 import typer
 
 from .. import config
-from .base import (_fail, app, column_widths, console, PANEL_OPS, PANEL_RESULTS, PANEL_TRAIN, print_rows, print_warning,
-                   read_root, run_dir, run_flow, terminal_width, use_prefect)
+from .base import (_fail, app, console, PANEL_OPS, PANEL_RESULTS, PANEL_TRAIN, print_warning, read_root, run_dir,
+                   run_flow, use_prefect)
+from .tables import column_widths, print_rows, terminal_width
 
 
 def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = None, task: Optional[str] = None,
@@ -20,7 +21,7 @@ def show_leaderboard(metrics: Optional[str] = None, dataset: Optional[str] = Non
     becomes the heading line above the table; of the others, the main columns that tell rows apart, the first
     metric's mean and the other metrics come first, the rest while there is room (a configuration column that
     still tells rows apart always), and one line names those left out; ``wide``: every column, unfolded."""
-    from eventatlas.evaluation.metric_specs import scale
+    from eventatlas.metric_specs import scale
     from eventatlas.results.leaderboard import CONFIG_COLS, UnknownName, tables
     from eventatlas.store.warehouse import Warehouse, WarehouseError
 

@@ -12,8 +12,9 @@ from rich.markup import escape
 
 from .. import config
 from .base import (_fail, app, check_device, check_method, console, dataset_dir, ingested_datasets, local_engine,
-                   not_ingested, PANEL_OPS, PANEL_TRAIN, print_rows, print_warning, reads_demo, run_flow, seed_option,
-                   split, split_seeds, unknown, wants_prefect)
+                   not_ingested, PANEL_OPS, PANEL_TRAIN, print_warning, reads_demo, run_flow, seed_option, split,
+                   split_seeds, unknown, wants_prefect)
+from .tables import print_rows
 
 DEMO_ROOT_ENV = "EVENTATLAS_DEMO_ROOT"
 
@@ -270,7 +271,7 @@ def summary_lines(boards: list[dict], width: int = SUMMARY_WIDTH) -> list[str]:
     """The demo's summary: one line per method x task x dataset (:func:`eventatlas.results.leaderboard.headlines`):
     method, task, dataset, headline metric, its value (mean over seeds, x100 for a fraction) for the method's
     best configuration and how many it has there; each line at most ``width`` characters."""
-    from eventatlas.evaluation.metric_specs import scale
+    from eventatlas.metric_specs import scale
     from eventatlas.results.leaderboard import headlines
 
     heads = headlines(boards)
@@ -296,7 +297,7 @@ def run_summary(record: str | Path) -> list[str]:
 
     import pyarrow.parquet as pq
 
-    from eventatlas.evaluation.metric_specs import higher_is_better, scale
+    from eventatlas.metric_specs import higher_is_better, scale
     from eventatlas.results.leaderboard import IDENTITY, build, headlines
     from eventatlas.tracking.records import read_record
 

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 from typing import Any, Iterable, Mapping
 
-from .metric_specs import METRIC_SPECS, default_metrics, spec_for
+from ..metric_specs import METRIC_SPECS, default_metrics, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def metric_rows(scores: Mapping[str, Any], *, task: str, key: RowKey,
     for name in scores:
         if spec_for(name) is None and name not in _undeclared and (keep is None or name in keep):
             _undeclared.add(name)  # once per name: shown as a fraction, higher is better
-            log.warning("metric %r has no spec in eventatlas.evaluation.metric_specs: shown x100, higher is better",
+            log.warning("metric %r has no spec in eventatlas.metric_specs: shown x100, higher is better",
                         name)
     return [{"task": task, "dataset": key.dataset, "split": key.split, "setting": key.setting, "method": key.method,
              "representation": key.representation, "clustering": key.clustering, "variant": key.variant,

@@ -15,8 +15,9 @@ import numpy as np
 
 from ..data.manifest import read_table, table_path, table_rows
 from ..data.selection import NotApplicable
+from ..modeling.inputs import ENTITY_MARKERS
 
-MARKERS = ("[ENT_START]", "[ENT_END]", "[ENT_TITLE]")
+MARKERS = ENTITY_MARKERS  # the one definition, in modeling.inputs
 
 
 @dataclass

@@ -15,10 +15,9 @@ import inspect
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .saved import ModelCard
+ModelCard = Any  # eventatlas.modeling.saved.ModelCard (not imported: saved imports this module)
 
 DEFAULT_BASE = "all-MiniLM-L6-v2"  # what a run with no model_id used (the packaged offline copy)
 HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -113,7 +112,7 @@ def snippet_source() -> str:
 
 
 # ----------------------------------------------------------------------------- what the card says
-def chosen_encoder(card: "ModelCard") -> Optional[str]:
+def chosen_encoder(card: ModelCard) -> Optional[str]:
     """The encoder a saved model puts at the top of its directory: the dev-best one where each encoder
     records a dev score (frame_dml's folds), else the card's default (batch_attention: the chosen
     representation; grounding: the bi-encoder). None for a model without an encoder."""
@@ -125,7 +124,7 @@ def chosen_encoder(card: "ModelCard") -> Optional[str]:
     return card.encoder if card.encoder in card.encoders else next(iter(card.encoders))
 
 
-def mention_spec(card: "ModelCard", name: Optional[str]) -> dict[str, Any]:
+def mention_spec(card: ModelCard, name: Optional[str]) -> dict[str, Any]:
     """How eventatlas turns a mention into a vector with encoder ``name``: ``representation`` (None for an
     encoder that was not trained on mention vectors), ``markers`` and ``markers_in_span`` (the arguments
     of :func:`mention_vectors`)."""
@@ -135,9 +134,9 @@ def mention_spec(card: "ModelCard", name: Optional[str]) -> dict[str, Any]:
     rep = rep if rep in MENTION_REPRESENTATIONS else None
     markers, in_span = None, False
     if card.method == "grounding" and name == "biencoder":
-        from ..grounding.data import MARKERS
+        from .inputs import ENTITY_MARKERS
 
-        markers, in_span = tuple(MARKERS[:2]), True  # grounding.data.Mentions.marked: the span holds the markers
+        markers, in_span = tuple(ENTITY_MARKERS[:2]), True  # grounding.data.Mentions.marked: the span holds the markers
     elif info.get("trigger_markers"):
         markers = BATCH_ATTENTION_MARKERS
     return {"representation": rep, "markers": markers, "markers_in_span": in_span}
@@ -157,13 +156,13 @@ def base_model_name(value: Any) -> Optional[str]:
 def headline(rows: list[Mapping[str, Any]], n: int = N_HEADLINE) -> list[dict[str, Any]]:
     """The card's ``n`` headline numbers: scores (not counts) of the run's main task (the first scored
     row's), on an evaluation split where there is one. Metrics in the task's headline order
-    (:func:`eventatlas.evaluation.metric_specs.headline_metrics` for induction, ``default_metrics`` for the
+    (:func:`eventatlas.metric_specs.headline_metrics` for induction, ``default_metrics`` for the
     others, then the rest in row order); the base model's rows (``BASELINE_VARIANTS``) left out, the mean
     over folds where the run reports one; each value
     from the best configuration by the first of them (the leaderboard's rule), a later metric that
     configuration lacks from its own best configuration. Each
     entry: metric, value, task, config (``CONFIG_KEYS`` that are set), n_configs."""
-    from ..evaluation.metric_specs import default_metrics, headline_metrics, higher_is_better, is_fraction
+    from ..metric_specs import default_metrics, headline_metrics, higher_is_better, is_fraction
 
     scored = [r for r in rows if r.get("task") not in (None, "training") and isinstance(r.get("value"), (int, float))
               and math.isfinite(float(r["value"])) and r.get("metric")
@@ -202,12 +201,12 @@ def _yaml_list(key: str, items: list[str]) -> list[str]:
 
 
 def _fmt(metric: str, v: float) -> str:
-    from ..evaluation.metric_specs import scale
+    from ..metric_specs import scale
 
     return f"{v * scale(metric):.1f}" if scale(metric) != 1 else f"{v:.4g}"
 
 
-def card_markdown(card: "ModelCard", model_dir: Optional[Path] = None) -> str:
+def card_markdown(card: ModelCard, model_dir: Optional[Path] = None) -> str:
     """The model card ``README.md``: YAML front matter, what the model is, its headline numbers, how to load
     and encode with plain transformers and with sentence-transformers, its parts. ``model_dir`` (the model's
     directory) is where the encoder's sentence-transformers files say its length and pooling."""
@@ -271,7 +270,7 @@ def card_markdown(card: "ModelCard", model_dir: Optional[Path] = None) -> str:
     return "\n".join(lines)
 
 
-def _use_sections(card: "ModelCard", top: str, spec: Mapping[str, Any], st: Mapping[str, Any]) -> list[str]:
+def _use_sections(card: ModelCard, top: str, spec: Mapping[str, Any], st: Mapping[str, Any]) -> list[str]:
     rep, markers, in_span = spec["representation"], spec["markers"], spec["markers_in_span"]
     max_length, pooling = st["max_length"], st["pooling"]
     path = f"runs/{card.run_id}/model"

@@ -30,6 +30,9 @@ REPRESENTATIONS = ("sentence", "trigger", "mask", "mix", "window4")
 SENTENCE_POOLINGS = {"mean": "sentence", "cls": "cls"}
 WINDOW_WORDS = 2  # window4: words within +-2 of the trigger
 WINDOW_LAYERS = 4  # window4: last 4 hidden layers
+# grounding's bi-encoder marks a mention's span with the first two, a candidate's title with the third
+# (here, below grounding, so a saved model's card can say how its vectors are made)
+ENTITY_MARKERS = ("[ENT_START]", "[ENT_END]", "[ENT_TITLE]")
 
 
 @dataclass

@@ -6,7 +6,7 @@ seeds (mean, sample std, best, n_seeds; ``precision`` from the run's record, see
 warehouse/views.sql, so bf16 and fp32 runs of one config stay apart). :func:`tables` picks the metrics
 per task (:func:`choose_metrics`), builds one table per (task, dataset) sorted by the first metric's
 mean (its direction from ``metric_direction``) and marks the best mean per metric column. Scales and
-the metrics shown first come from :mod:`eventatlas.evaluation.metric_specs`, and ``Warehouse.migrate``
+the metrics shown first come from :mod:`eventatlas.metric_specs`, and ``Warehouse.migrate``
 keeps ``metric_direction`` equal to the directions declared there.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from ..evaluation.base import DEFAULT_METRICS
-from ..evaluation.metric_specs import is_fraction
+from ..metric_specs import is_fraction
 from ..store.warehouse import Warehouse
 
 # what tells configurations of one (task, dataset) apart, in the order they are shown

@@ -34,10 +34,10 @@ from typing import Any
 
 from .. import config
 from ..escaping import markdown_text
-from ..evaluation.metric_specs import is_fraction
+from ..metric_specs import is_fraction
 from ..store.warehouse import Warehouse
 # the leaderboard rule (configurations, metrics shown, order, best) is the one `eventatlas leaderboard` uses
-from ..evaluation.metric_specs import scale
+from ..metric_specs import scale
 from .leaderboard import CONFIG_COLS, IDENTITY, build
 from .templating import render as render_template
 

@@ -442,7 +442,7 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
     ``links`` (``{cell, seed, run_id, reused}``: which run answers which cell), in one transaction
     (migrations 010, 012). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
     seed). Returns the number of links written."""
-    from ..evaluation.metric_specs import scale
+    from ..metric_specs import scale
 
     wh = Warehouse(warehouse_path)
     wh.migrate()

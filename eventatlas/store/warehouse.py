@@ -392,11 +392,11 @@ def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) ->
 
 def sync_metric_direction(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Make ``metric_direction`` hold each declared metric's direction
-    (:func:`eventatlas.evaluation.metric_specs.direction_rows`), in one transaction; returns the metrics
+    (:func:`eventatlas.metric_specs.direction_rows`), in one transaction; returns the metrics
     written. Migrations 002, 005 and 006 seeded the table by hand; the spec table is the declaration now,
     so a new metric needs no migration. Rows of undeclared metrics are left alone; nothing is written when
     the table already agrees (so read-mostly callers do not rewrite it)."""
-    from ..evaluation.metric_specs import direction_rows
+    from ..metric_specs import direction_rows
 
     if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'metric_direction' AND schema_name = 'main' "
                        "AND database_name = current_database()").fetchall():

@@ -190,7 +190,7 @@ def metric_bars_png(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     import numpy as np
 
     from ..evaluation.base import DEFAULT_METRICS
-    from ..evaluation.metric_specs import is_fraction
+    from ..metric_specs import is_fraction
 
     tasks: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:

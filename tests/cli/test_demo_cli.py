@@ -20,7 +20,7 @@ from eventatlas import config
 from eventatlas.cli import app
 from eventatlas.cli.train import DEMO_SQL
 from eventatlas.methods import SPECS
-from eventatlas.evaluation.metric_specs import scale
+from eventatlas.metric_specs import scale
 from eventatlas.store.warehouse import Warehouse
 
 runner = CliRunner()

@@ -175,7 +175,7 @@ def test_cli_ingest_of_bad_input_end_to_end(tmp_path):
 
 
 def test_table_cells_are_printed_literally(capsys):
-    from eventatlas.cli.base import print_rows
+    from eventatlas.cli.tables import print_rows
 
     print_rows(["detail"], [("expected {type: [instance, ...]} [red]x[/red]",)])
     out = capsys.readouterr().out

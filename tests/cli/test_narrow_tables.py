@@ -58,7 +58,7 @@ def test_leaderboard_rows_that_differ_only_in_setting_and_variant_stay_apart(eve
 
 
 def test_a_key_column_that_tells_rows_apart_comes_before_the_metrics(monkeypatch, capsys):
-    from eventatlas.cli.base import print_rows
+    from eventatlas.cli.tables import print_rows
 
     cols = ["name", "kind", "m1", "m2", "m3"]
     rows = [("a", "x" * 20, 1.0, 22222222222.0, 3.0), ("a", "y" * 20, 1.0, 22222222222.0, 3.0)]
@@ -171,7 +171,7 @@ def test_help_lists_every_command_by_panel(monkeypatch):
 
 @pytest.mark.parametrize("width", [60, 120])
 def test_heading_items_are_never_split(width, capsys):
-    from eventatlas.cli.base import print_rows
+    from eventatlas.cli.tables import print_rows
 
     cols = ["task", "dataset", "split", "method", "x", "score"]
     rows = [("grounding", "framenet_grounding_sample", "test", "grounding", "a" * 40, 1.0),
@@ -187,7 +187,7 @@ def test_heading_items_are_never_split(width, capsys):
 
 
 def test_an_id_wider_than_the_terminal_is_still_printed_whole(capsys):
-    from eventatlas.cli.base import print_rows
+    from eventatlas.cli.tables import print_rows
 
     long_id = "x" * 50 + "-" + "y" * 49
     print_rows(["id", "kind", "n"], [(long_id, "a", 1), ("short", "b", 2)], width=80, fit=True, key=["id"],

@@ -1,4 +1,4 @@
-"""One declaration per metric (eventatlas.evaluation.metric_specs) and everything derived from it: the
+"""One declaration per metric (eventatlas.metric_specs) and everything derived from it: the
 metrics shown first, the display scale, the run summary's columns, the warehouse's metric_direction table,
 the leaderboard's "best"; and every evaluator's output checked against the declarations."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from eventatlas.evaluation import METRIC_KEYS, RowKey, base
-from eventatlas.evaluation import metric_specs as ms
-from eventatlas.evaluation.metric_specs import MetricSpec, spec_for
+from eventatlas import metric_specs as ms
+from eventatlas.metric_specs import MetricSpec, spec_for
 from eventatlas.results import leaderboard, report
 from eventatlas.store.warehouse import MIGRATIONS_DIR, Warehouse, sync_metric_direction
 
@@ -73,7 +73,7 @@ def test_default_metrics_are_derived_and_unchanged():
         "atlas": ("hits@1", "mrr"),
         "similarity": ("hard_sim_acc", "hard_sim_ext_acc", "transitive_spearman", "mcnc_acc"),
         "retrieval": ("map", "r_precision", "recall_all"), "grounding": ("recall_at_min", "strict_acc"),
-        "detection": ("tc_f1", "ti_f1")}
+        "detection": ("tc_f1", "ti_f1"), "discovery": ("new_f1", "new_precision", "new_recall")}
     assert leaderboard.choose_metrics("atlas", ["mrr", "n_queries", "hits@1", "hits@5"]) == [
         "hits@1", "mrr", "hits@5", "n_queries"]
 
@@ -188,7 +188,7 @@ def test_leaderboard_best_and_shown_values_by_hand(wh):
     (MetricSpec("ari", ("induction",)), "declared twice"),
     (MetricSpec("loss@{k}", ("training",), higher_is_better=False), "must be higher-is-better"),
     (MetricSpec("recall@5", ("retrieval",), fraction=False), "disagrees with its family"),
-    (MetricSpec("new_f1", ("induction",), headline=0), "headline position 0"),
+    (MetricSpec("brand_new_f1", ("induction",), headline=0), "headline position 0"),
     (MetricSpec("new_acc", ("similarity",), headline=9), "induction rows only"),
     (MetricSpec("new_acc", ("similarity",), default=0), "default position 0 of similarity"),
     (MetricSpec("new_acc", ()), "names no task"),
@@ -211,7 +211,7 @@ def test_metric_rows_logs_an_undeclared_name_once(caplog, monkeypatch):
             rows = base.metric_rows({"ari": 0.5, "zz_new": 1.0}, task="induction", key=RowKey("d", "m", 0))
     assert [r["metric"] for r in rows] == ["ari", "zz_new"]
     assert [r.getMessage() for r in caplog.records] == [
-        "metric 'zz_new' has no spec in eventatlas.evaluation.metric_specs: shown x100, higher is better"]
+        "metric 'zz_new' has no spec in eventatlas.metric_specs: shown x100, higher is better"]
 
 
 # ------------------------------------------------------------------ every evaluator's output is declared
@@ -263,7 +263,7 @@ def test_every_evaluator_emits_declared_metrics_only():
     emitted = _emitted()
     assert len({m for _, m in emitted}) > 60  # the walk reached every evaluator
     undeclared = sorted({m for _, m in emitted if spec_for(m) is None})
-    assert not undeclared, f"add these to eventatlas.evaluation.metric_specs.METRIC_SPECS: {undeclared}"
+    assert not undeclared, f"add these to eventatlas.metric_specs.METRIC_SPECS: {undeclared}"
     wrong_task = sorted({(t, m) for t, m in emitted if t not in spec_for(m).tasks})
     assert not wrong_task, f"emitted under a task their spec does not list: {wrong_task}"
 
@@ -295,4 +295,4 @@ def test_protocol_facts_are_declared():
         assert text in (REPO / path).read_text(encoding="utf-8"), path
         facts += built
     bad = [(t, n) for t, n in facts if spec_for(n) is None or t not in spec_for(n).tasks]
-    assert not bad, f"declare in eventatlas.evaluation.metric_specs.METRIC_SPECS: {bad}"
+    assert not bad, f"declare in eventatlas.metric_specs.METRIC_SPECS: {bad}"

@@ -11,7 +11,7 @@ from sklearn import metrics as skm
 
 from conftest import shared_path
 from eventatlas.evaluation import metrics as M
-from eventatlas.evaluation.metric_specs import is_fraction
+from eventatlas.metric_specs import is_fraction
 
 # Example A: gold a a a b b c / predicted 0 0 1 1 1 2
 # contingency (rows a,b,c; cols 0,1,2): a=[2,1,0] b=[0,2,0] c=[0,0,1]; |pred| = 2,3,1; |gold| = 3,2,1; N = 6

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from eventatlas.evaluation.metric_specs import is_fraction
+from eventatlas.metric_specs import is_fraction
 
 
 runner = CliRunner()

@@ -80,7 +80,7 @@ def test_evaluate_with_a_relative_data_root_lands_the_run_in_the_warehouse(tmp_p
     rec = json.loads((tmp_path / "data" / "runs" / run_id / "run.json").read_text())
     assert rec["metrics_path"] == str(tmp_path / "data" / "runs" / run_id / "metrics.parquet")
     # the command says what it scored: a headline line per task, a value of the run's own metric rows
-    from eventatlas.evaluation.metric_specs import scale
+    from eventatlas.metric_specs import scale
 
     heads = [ln for ln in r.output.splitlines() if " on m: " in ln]
     assert heads, r.output

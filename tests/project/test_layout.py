@@ -51,7 +51,8 @@ def test_tasks_are_thin_and_flows_use_tasks():
 # every top-level module of eventatlas must appear here, so a new one has to be placed.
 LAYER_ORDER: list[tuple[str, ...]] = [
     # base: no eventatlas imports but the package's version (escaping: HTML, script JSON, Markdown, CSV cells)
-    ("errors", "resources", "schema", "verbosity", "escaping", "reasons"),
+    # (metric_specs: the table of every metric's direction, scale and headline place)
+    ("errors", "resources", "schema", "verbosity", "escaping", "reasons", "metric_specs"),
     ("config",),  # base: where things are (the package's files through resources)
     ("names",),  # base: the name check (raises errors.InputError)
     ("io",),  # base: atomic writes, the dataset writer (checks names)
