@@ -15,13 +15,12 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from eventatlas import config
 from eventatlas.evaluation.base import METRIC_KEYS
-from eventatlas.evaluation.metric_specs import headline_metrics
-from eventatlas.evaluation.metric_specs import scale
+from eventatlas.metric_specs import headline_metrics, scale
 from eventatlas.store.publishing import publish_records
 from eventatlas.tracking.plots import is_png_plot, plot_markdown
 from eventatlas.tracking.records import load_metrics, read_record
 
-HEADLINE = headline_metrics()  # the summary's columns, declared in eventatlas.evaluation.metric_specs
+HEADLINE = headline_metrics()  # the summary's columns, declared in eventatlas.metric_specs
 TABLE_KEYS = METRIC_KEYS
 
 
