@@ -120,6 +120,7 @@ def detect_part(dataset_dir: str | Path, ref: str, part_dir: str | Path, *, name
     from ..data.manifest import Manifest
     from ..io import DatasetWriter
     from .decode import spans
+    from .model import scored_batches
     from .words import encode
 
     if not 0 <= shard < shards:
@@ -144,8 +145,8 @@ def detect_part(dataset_dir: str | Path, ref: str, part_dir: str | Path, *, name
             texts = [t for _, _, t, _ in part]
             items = encode(model.encoder.tokenizer, texts, model.encoder.max_length)
             got: list[list[tuple]] = [[] for _ in part]
-            for rows, pi, pt, h in _scored(model, items, device=device, batch_size=batch_size, precision=precision,
-                                           hidden=vec is not None):
+            for rows, pi, pt, h in scored_batches(model, items, device=device, batch_size=batch_size,
+                                                  precision=precision, hidden=vec is not None):
                 for r, i in enumerate(rows):
                     k = len(items[i].first)
                     got[i] = spans(pi[r, :k], pt[r, :k], items[i].spans, th, types)
@@ -175,38 +176,6 @@ def detect_part(dataset_dir: str | Path, ref: str, part_dir: str | Path, *, name
     if vec is not None:
         out.update(vectors=vec.rows, precision=precision, dim=vec.dim, recomputed=vec.recomputed)
     return out
-
-
-def _scored(model: Any, items: list[Any], *, device: str, batch_size: int, precision: str,
-            hidden: bool) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, Any]]:
-    """Per length-sorted batch (as :func:`.model.word_scores` batches): its rows of ``items``, the
-    identification and type probabilities, and, when ``hidden``, the encoder's last hidden states (float32),
-    caught by a forward hook so the detector's forward stays the one definition of its scores."""
-    import torch
-
-    from .model import collate
-
-    order = np.argsort([len(it.ids) for it in items], kind="stable")
-    caught: list[Any] = []
-    hook = (model.encoder.model.register_forward_hook(lambda m, a, o: caught.append(o.last_hidden_state))
-            if hidden else None)
-    autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
-    was = model.training
-    model.eval()
-    try:
-        for lo in range(0, len(order), batch_size):
-            rows = order[lo: lo + batch_size]
-            batch = collate([items[int(i)] for i in rows], model.encoder.pad_id, labels=False)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            with torch.inference_mode(), autocast:
-                ident, typ = model(batch["input_ids"], batch["attention_mask"], batch["first"])
-                pi = torch.softmax(ident.float(), -1).cpu().numpy()
-                pt = torch.softmax(typ.float(), -1).cpu().numpy()
-            yield [int(i) for i in rows], pi, pt, (caught.pop().float() if hidden else None)
-    finally:
-        model.train(was)
-        if hook is not None:
-            hook.remove()
 
 
 class _Vectors:

@@ -7,7 +7,7 @@ scores the training inventory's types. The encoder trains at ``lr``, the heads (
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -75,29 +75,45 @@ class DetectionTask:
 
 
 @torch.inference_mode()
-def word_scores(model: Detector, items: Sequence[Encoded], *, device: str = "cpu", batch_size: int = 64,
-                precision: str = "fp32", progress: Any = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per sentence: identification probabilities (W, 3) and type probabilities (W, T), in input order.
-    Length-sorted batches (each padded to its own longest sentence)."""
+def scored_batches(model: Detector, items: Sequence[Encoded], *, device: str = "cpu", batch_size: int = 64,
+                   precision: str = "fp32", hidden: bool = False) -> Iterator[tuple[list[int], np.ndarray,
+                                                                                  np.ndarray, Any]]:
+    """Per length-sorted batch (each padded to its own longest sentence): its rows of ``items``, the
+    identification and type probabilities (padded to the batch's words), and, when ``hidden``, the encoder's
+    last hidden states (float32), caught by a forward hook so the detector's forward stays the one definition
+    of its scores (detection keeps them as the mentions' vectors)."""
+    order = np.argsort([len(it.ids) for it in items], kind="stable")
+    caught: list[Any] = []
+    hook = (model.encoder.model.register_forward_hook(lambda m, a, o: caught.append(o.last_hidden_state))
+            if hidden else None)
+    autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
     was = model.training
     model.eval()
-    order = np.argsort([len(it.ids) for it in items], kind="stable")
-    out: list[Any] = [None] * len(items)
-    autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
     try:
         for lo in range(0, len(order), batch_size):
-            part = order[lo: lo + batch_size]
-            batch = collate([items[int(i)] for i in part], model.encoder.pad_id, labels=False)
+            rows = order[lo: lo + batch_size]
+            batch = collate([items[int(i)] for i in rows], model.encoder.pad_id, labels=False)
             batch = {k: v.to(device) for k, v in batch.items()}
-            with autocast:
+            with torch.inference_mode(), autocast:
                 ident, typ = model(batch["input_ids"], batch["attention_mask"], batch["first"])
-            pi = torch.softmax(ident.float(), -1).cpu().numpy()
-            pt = torch.softmax(typ.float(), -1).cpu().numpy()
-            for r, i in enumerate(part):
-                n = len(items[int(i)].first)
-                out[int(i)] = (pi[r, :n], pt[r, :n])
-            if progress is not None:
-                progress(len(part))
+                pi = torch.softmax(ident.float(), -1).cpu().numpy()
+                pt = torch.softmax(typ.float(), -1).cpu().numpy()
+            yield [int(i) for i in rows], pi, pt, (caught.pop().float() if hidden else None)
     finally:
         model.train(was)
+        if hook is not None:
+            hook.remove()
+
+
+def word_scores(model: Detector, items: Sequence[Encoded], *, device: str = "cpu", batch_size: int = 64,
+                precision: str = "fp32", progress: Any = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per sentence: identification probabilities (W, 3) and type probabilities (W, T), in input order
+    (:func:`scored_batches`, each sentence cut to its own words)."""
+    out: list[Any] = [None] * len(items)
+    for rows, pi, pt, _ in scored_batches(model, items, device=device, batch_size=batch_size, precision=precision):
+        for r, i in enumerate(rows):
+            n = len(items[i].first)
+            out[i] = (pi[r, :n], pt[r, :n])
+        if progress is not None:
+            progress(len(rows))
     return out

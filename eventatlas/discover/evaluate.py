@@ -127,8 +127,9 @@ def score_part(ctx: Any, cfg: Any, part: str, variant: str, sentences: list, spa
     # a hidden type some linked inventory has under another name: right when it is called known and its top
     # link there (by the novelty scorer) is one of its mapped frames
     asked = [c for c in cards if c.get("majority_label") in mapped]
+    tops = [(_tops(links, k, scorer), reach) for k, _, reach in frames]  # once per inventory, not per type
     right = [c for c in asked if not verdict.get(c["type_id"]) and any(
-        _tops(links, k, scorer).get(c["type_id"]) in set(reach.get(c["majority_label"]) or ()) for k, _, reach in frames)]
+        top.get(c["type_id"]) in set(reach.get(c["majority_label"]) or ()) for top, reach in tops)]
     res["hidden_linked"] = len(right) / len(asked) if asked else None
     res["n_hidden_mapped_types"] = float(len(asked))
     rows += metric_rows({k: v for k, v in res.items() if v is not None}, task="discovery",
