@@ -121,6 +121,10 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     _spec("recall_diff", RET),
     _spec("p@{k}", RET),
     _spec("recall@{k}", RET, GRD),
+    # among the relevant items whose trigger lemma differs from every example's: the share in the top k
+    _spec("novel_recall@{k}", RET),
+    _spec("novel_queries", RET, count=True),
+    _spec("dev_rule", RET),  # EMR's dev rule: mean of MAP and novel_recall@50 (eventatlas.emr.dev)
     _spec("map_std", RET, lower=True),  # spread of MAP over repetitions: steadier is better
     # grounding (eventatlas.evaluation.grounding, eventatlas.grounding.discovery)
     _spec("recall_at_min", GRD, default=0),
@@ -147,6 +151,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     # facts of the training (induction's stopping rules, frame_dml's chosen settings)
     _spec("stop_epoch_paper", TRN, count=True, default=0),
     _spec("stop_epoch_code", TRN, count=True, default=1),
+    _spec("stop_epoch_dev", TRN, count=True),  # batch_attention select_on: dev (eventatlas.induction.dev)
     # (chosen hyperparameters and counts: shown as they are, never ranked like a score)
     _spec("alpha_one_step", TRN, count=True),
     _spec("alpha_two_step", TRN, count=True),

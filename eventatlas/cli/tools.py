@@ -19,8 +19,9 @@ def search(
                                             "[brackets] (a string or {\"text\": ...}) or {\"mention_id\": ...}"),
     query: Optional[List[str]] = typer.Option(None, "--query", "-q", help="an example on the command line: a "
                                               "sentence with its trigger in [brackets] (repeatable)"),
-    model: str = typer.Option("adhoc", "--model", help="adhoc (mean cosine) | siamese (trained on the examples now) | "
-                              "meta:<run id> (a network an emr run meta-trained on other types)"),
+    model: str = typer.Option("auto", "--model", help="auto (the ranker the dev rule chose: a saved emr model, else "
+                              "adhoc) | adhoc (mean cosine) | siamese (trained on the examples now) | run:<run id> (an "
+                              "emr run's tuned encoder or meta network) | meta:<run id>"),
     top: int = typer.Option(50, "--top", help="results to show"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="also write the results (.csv or .parquet)"),
     representation: Optional[str] = typer.Option(None, "--representation", "-r", help="default: the one measured "
@@ -44,7 +45,11 @@ def search(
     from ..emr.search import SearchError
     from ..emr.search import search as run_search
 
-    bar = None
+    bar, why = None, None
+    if model == "auto":
+        from ..emr.search import default_ranker
+
+        model, why = default_ranker(encoder)
     try:
         kw: dict[str, Any] = {}
         if model == "siamese":
@@ -68,6 +73,8 @@ def search(
         # the trigger in brackets as well as in colour: redirected output stays readable
         text = f"{escape(s[:a])}[bold magenta]{escape('[' + s[a:b] + ']')}[/bold magenta]{escape(s[b:])}"
         rows.append((r["rank"], round(r["score"], 4), text, r["doc_id"], ", ".join(r["labels"] or [])))
+    if why is not None:  # said once the search succeeded: bad input is refused in one line
+        console.print(f"note: --model {model} ({why})", markup=False, soft_wrap=True)
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     console.print(f"ranked by {model} over the {meta.get('representation')} representation of "
                   f"{meta.get('encoder')}", markup=False, soft_wrap=True)

@@ -6,6 +6,10 @@
 * :mod:`.losses.siamese` — the Siamese loss ``y·max(1−S, 0)² + (1−y)·S²``.
 * :mod:`.models` — the ad-hoc ranker (mean cosine over the k shots) and the per-query Siamese
   network (3 dense layers on the frozen representation), trained for many queries at once.
+* :mod:`.meta` — the same network meta-trained once on other types; :mod:`.finetune` /
+  :mod:`.tuned_encoder` — the encoder itself fine-tuned for retrieval (:mod:`.losses.supcon`).
+* :mod:`.rankers` — the pool embedded once and the run's list of rankers; :mod:`.dev` — the
+  development episode and the dev rule (MAP and novel-trigger recall) that chooses epochs and the default.
 * :mod:`.search` — what ``eventatlas search`` runs: examples -> ranked corpus mentions (faiss).
 
 The method that evaluates them is :mod:`eventatlas.methods.emr` (``train-all --methods emr``).

@@ -70,6 +70,20 @@ class Episode:
 
         return relevance_from_labels([q.type for q in self.queries[k]], self.corpus_labels)
 
+    def novel(self, k: int) -> list[np.ndarray]:
+        """Per query of ``k``, the relevant corpus positions whose trigger lemma differs from every
+        shot's (:func:`eventatlas.data.lemmas.trigger_lemma`): what a surface match of the examples'
+        words cannot find (novel-trigger recall)."""
+        from ..data.lemmas import trigger_lemma
+
+        triggers = self.pool["trigger"].to_pylist()
+        lemma = {int(i): trigger_lemma(triggers[int(i)] or "") for i in self.corpus}
+        out = []
+        for q, rel in zip(self.queries[k], self.relevant(k)):
+            seen = {trigger_lemma(triggers[int(i)] or "") for i in q.shots}
+            out.append(np.asarray([j for j in rel if lemma[int(self.corpus[j])] not in seen], dtype=np.int64))
+        return out
+
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """(items, queries): every pool item the episode uses with its role, and every query's shots."""
         ids = self.pool["mention_id"].to_pylist()

@@ -15,32 +15,12 @@ import pyarrow as pa
 
 from .. import config as paths
 from ..io import write_parquet
+from .rankers import embed_pool, evaluations, per_query_params, rep_label  # noqa: F401  (embed_pool: re-exported)
 
 log = logging.getLogger(__name__)
 
 NAME = "emr"
-RANK_KS = (1, 5, 10)
-
-
-def embed_pool(pool: pa.Table, out_dir: Path, cfg: Any, device: str, *, representation: str | None = None,
-               model_id: str | None = None) -> tuple[pa.Table, np.ndarray, dict]:
-    """Embed every pool item once (cached by content); items the encoder rejects are dropped (counted).
-    ``representation`` / ``model_id`` default to the config's."""
-    from ..modeling.encode import embed_mentions, load_embeddings
-
-    path = write_parquet(pool, out_dir / "pool.parquet")
-    npy = embed_mentions(path, model_id or cfg.model_id, representation or cfg.representation,
-                         cache_dir=cfg.cache_dir, device=device, **cfg.encoder.model_dump())
-    ids, X = load_embeddings(npy)
-    info = {"embeddings": npy.name, "dropped": 0}
-    pool_ids = pool["mention_id"].to_pylist()
-    if ids != pool_ids:
-        pos = {m: i for i, m in enumerate(ids)}
-        keep = [i for i, m in enumerate(pool_ids) if m in pos]
-        info["dropped"] = len(pool_ids) - len(keep)
-        pool = pool.take(pa.array(keep, pa.int64()))
-        X = X[[pos[pool_ids[i]] for i in keep]]
-    return pool, np.asarray(X, dtype=np.float32), info
+RANK_KS = (1, 5, 10, 50)  # 50: novel-trigger recall@50, the few-shot target
 
 
 def _scores_of(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -60,18 +40,37 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
     cfg, man, seed, device, out_dir, dataset_dir = ctx.config, ctx.manifest, ctx.seed, ctx.device, ctx.run_dir, \
         ctx.dataset_dir
     sp = SiameseParams(**cfg.siamese.model_dump())
-    pool = candidate_pool(dataset_dir, seed=seed, no_event=cfg.no_event)
+    # one pool for every seed (its no-event candidate words drawn once): its embeddings are computed once and
+    # cached by content; the seed draws the episodes, the training pairs and the networks
+    pool = candidate_pool(dataset_dir, seed=0, no_event=cfg.no_event)
     t0 = time.perf_counter()
     pool, X, emb = embed_pool(pool, out_dir, cfg, device)
     rankers, pool, X = _adhoc_rankers(pool, X, out_dir, cfg, device)
     result.add_artifact("emr/pool", write_parquet(pool, out_dir / "pool.parquet"), pool.num_rows)
     timings: dict[str, float] = {"embed_pool": round(time.perf_counter() - t0, 2)}
-    meta_model, allowed, meta_info = None, None, None
+    meta_model, allowed, meta_info, split, dev, ft_info = None, None, None, None, None, None
+    if ({"meta", "meta_adapt"} & set(cfg.models) and not cfg.meta_run) or "contrastive" in cfg.models:
+        split = _training_split(pool, cfg, seed)  # the types trained on, evaluated on and developed on
+        allowed = split["allowed"]
+        if split["dev_types"]:
+            from .dev import dev_episode
+
+            dev = dev_episode(pool, cfg, set(split["seen"]) | set(allowed), split["dev_types"], seed)
+    writer = _model_writer(out_dir, cfg, split)
     if {"meta", "meta_adapt"} & set(cfg.models):
         t1 = time.perf_counter()
-        meta_model, allowed, meta_info = _meta_model(pool, X, out_dir, cfg, man, seed, device, result)
+        meta_model, meta_allowed, meta_info = _meta_model(pool, X, out_dir, cfg, man, seed, device, result, split, dev,
+                                                          writer)
+        allowed = meta_allowed if allowed is None else allowed
         timings["meta"] = round(time.perf_counter() - t1, 2)
         rankers["meta"] = meta_model.transform(X, device=device)
+    if "contrastive" in cfg.models:
+        from .tuned_encoder import contrastive_ranker
+
+        t1 = time.perf_counter()
+        rankers["contrastive"], ft_info = contrastive_ranker(pool, X, out_dir, cfg, seed, device, result, split, dev,
+                                                             writer)
+        timings["contrastive"] = round(time.perf_counter() - t1, 2)
     per_rep: list[dict[str, Any]] = []
     per_type: list[dict[str, Any]] = []
     items_t, queries_t, episodes = [], [], []
@@ -91,20 +90,17 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
         queries_t.append(queries.append_column("repetition", pa.array([r] * queries.num_rows, pa.int32())))
         for k in sorted(ep.queries):
             relevant = ep.relevant(k)
-            common = dict(ks=RANK_KS, key=RowKey(dataset=man.dataset, method=NAME, seed=seed))
-            for model, rep, Xm in _evaluations(cfg, rankers, X):
+            common = dict(ks=RANK_KS, key=RowKey(dataset=man.dataset, method=NAME, seed=seed), novel=ep.novel(k))
+            for model, rep, Xm in evaluations(cfg, rankers, X):
                 shots = [Xm[q.shots] for q in ep.queries[k]]
                 corpus = Xm[ep.corpus]
                 t1 = time.perf_counter()
                 per_q: list[dict[str, float]] = []
                 extra: dict[str, Any] = {}
-                if model in ("adhoc", "meta"):
+                if model in ("adhoc", "meta", "contrastive"):
                     scores = _scores_of(evaluate_retrieval(shots, corpus, relevant, per_query=per_q, **common))
                 else:
-                    mp = sp if model == "siamese" else SiameseParams(**{**sp.as_dict(), "epochs": cfg.meta.adapt_epochs,
-                                                                        "lr": cfg.meta.adapt_lr,
-                                                                        "hidden": cfg.meta.hidden,
-                                                                        "layers": cfg.meta.layers})
+                    mp = per_query_params(cfg, sp, model)
                     S, extra = siamese_rank_scores(shots, corpus, mp, seed=seed * 1000 + r, device=device,
                                                    init=meta_model.net if model == "meta_adapt" else None)
                     scores = _scores_of(evaluate_scores(S, relevant, per_query=per_q, **common))
@@ -119,14 +115,26 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
                 log.info("emr %s rep %d k=%d m=%d %s/%s: map=%.4f (%.1fs)", man.dataset, r, k, len(ep.types), model,
                          rep, scores["map"], sec)
     _write_tables(result, out_dir, items_t, queries_t, per_rep, per_type, tuning)
+    dev_choice = None
+    if dev is not None:
+        from .dev import score_rankers_on_dev
+
+        t1 = time.perf_counter()
+        dev_choice = score_rankers_on_dev(dev, cfg, rankers, X, sp, meta_model, seed, device, result, man)
+        timings["dev_choice"] = round(time.perf_counter() - t1, 2)
+    if writer is not None:
+        _close_writer(writer, cfg, dev_choice, ft_info)
     m = episodes[0]["m"]
     k_max = max(row["k"] for row in per_rep)
     for model, rep in dict.fromkeys((row["model"], row["representation"]) for row in per_rep):
         key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="test", representation=rep, variant=model)
         for k in sorted({row["k"] for row in per_rep}):
             reps = [row for row in per_rep if row["model"] == model and row["representation"] == rep and row["k"] == k]
-            names = [n for n in reps[0] if n == "map" or n == "r_precision" or n.startswith(("p@", "recall@"))]
-            mean = {n: float(np.mean([row[n] for row in reps])) for n in names}
+            names = dict.fromkeys(n for row in reps for n in row
+                                  if n in ("map", "r_precision", "novel_queries")
+                                  or n.startswith(("p@", "recall@", "novel_recall@")))
+            # novel_recall is absent from a repetition whose queries had no novel-trigger mention
+            mean = {n: float(np.mean([row[n] for row in reps if n in row])) for n in names}
             mean["map_std"] = float(np.std([row["map"] for row in reps], ddof=1)) if len(reps) > 1 else 0.0
             result.metrics += metric_rows(mean, task="retrieval", key=key.replace(setting=f"k={k} m={m}"))
         for t, v in _per_type_map(per_type, model, rep, k_max).items():
@@ -134,23 +142,10 @@ def evaluate_episodes(ctx: Any, result: Any) -> None:
                                           key=key.replace(setting=f"k={k_max} m={m} type={t}"))
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     result.params.update({"episodes": episodes, "embedding": emb, "timings_s": timings, "rankers": sorted(rankers),
-                     "siamese_used": sp.as_dict(), "tuning": tuning, "meta": meta_info,
+                     "siamese_used": sp.as_dict(), "tuning": tuning, "meta": meta_info, "contrastive": ft_info,
+                     "split": split and {k: v for k, v in split.items() if k != "selection"},
+                     "dev_choice": dev_choice,
                      "n_pool": pool.num_rows, "pool_sources": _counts(pool["source"].to_pylist())})
-
-
-def _evaluations(cfg: Any, rankers: dict[str, np.ndarray], X: np.ndarray):
-    """(model, representation, features) of every evaluation: ad-hoc over each ranker, the trained
-    models over the main representation, ``meta`` over the meta network's output space."""
-    for model in cfg.models:
-        if model == "adhoc":
-            yield "adhoc", cfg.representation, X
-            for name, Xr in rankers.items():
-                if name != "meta":
-                    yield "adhoc", name, Xr
-        elif model == "meta":
-            yield "meta", cfg.representation, rankers["meta"]
-        else:
-            yield model, cfg.representation, X
 
 
 def _per_type_map(per_type: list[dict[str, Any]], model: str, rep: str, k: int) -> dict[str, float]:
@@ -193,13 +188,62 @@ def _split_types(cfg: Any, name: str) -> list[str]:
         raise ValueError(f"meta.split_file {p}: cannot read split {name!r} ({e})") from None
 
 
-def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, man: Any, seed: int, device: str,
-                result: Any):
-    """(model, allowed evaluation types, record): loaded from ``meta_run`` or trained here on the
-    training types (their mentions, plus the no-event candidates as not-same-class partners; no
-    mention of an evaluated type is ever trained on)."""
+def _training_split(pool: pa.Table, cfg: Any, seed: int) -> dict[str, Any]:
+    """The types a trained ranker (meta network, tuned encoder) learns from (``seen``), the types every
+    model is evaluated on (``allowed``: never trained on; ``meta.eval_split`` narrows them) and the
+    development types (``meta.dev_split``: neither), from the split file or the k_seen most frequent."""
+    import pyarrow.compute as pc
+
     from ..data import select_labelled
-    from .meta import MetaError, load_meta, train_meta_network, unseen_types
+
+    mc = cfg.meta
+    labels = pool["label"].to_pylist()
+    present = set(lab for lab in labels if lab is not None)
+    seen_req = [t for t in _split_types(mc, mc.train_split) if t in present] if mc.split_file is not None else None
+    sel = select_labelled(pool.filter(pc.is_valid(pool["label"])).select(["mention_id", "label"])
+                          .append_column("labels", pa.array([[lab] for lab in labels if lab is not None],
+                                                            pa.list_(pa.string()))),
+                          k_seen=mc.k_seen, seen_types=seen_req, seed=seed)
+    allowed = list(sel.unseen_types)
+    dev_types: list[str] = []
+    if mc.split_file is not None and mc.eval_split:
+        wanted = set(_split_types(mc, mc.eval_split))
+        allowed = [t for t in allowed if t in wanted]
+    if mc.split_file is not None and mc.dev_split:
+        dev_types = [t for t in _split_types(mc, mc.dev_split) if t in present and t not in set(sel.seen_types)]
+        allowed = [t for t in allowed if t not in set(dev_types)]
+    return {"seen": list(sel.seen_types), "allowed": allowed, "dev_types": dev_types, "selection": sel.record}
+
+
+def _model_writer(out_dir: Path, cfg: Any, split: dict[str, Any] | None):
+    """One saved model per run for every ranker trained here (meta network, tuned encoder)."""
+    trains = ({"meta", "meta_adapt"} & set(cfg.models) and not cfg.meta_run) or "contrastive" in cfg.models
+    if not (cfg.save_model and trains and split is not None):
+        return None
+    from ..modeling.saved import ModelWriter
+
+    return ModelWriter(out_dir, method="emr")
+
+
+def _close_writer(writer: Any, cfg: Any, dev_choice: dict[str, Any] | None, ft_info: dict[str, Any] | None) -> None:
+    inference: dict[str, Any] = {"ranker": (f"mean cosine of the {rep_label(cfg, cfg.representation)} vectors over "
+                                            "the examples" + (", the tuned encoder's vectors" if ft_info else
+                                                              ", in the meta network's output space"))}
+    if ft_info:
+        inference["contrastive"] = {"trigger_markers": bool(cfg.trigger_markers), "dev": ft_info.get("best_dev")}
+    if dev_choice:
+        inference["dev_choice"] = {"rule": dev_choice["rule"], "chosen": dev_choice["chosen"]}
+    writer.close(representation=cfg.representation, base_model=cfg.model_id or paths.DEFAULT_MODEL,
+                 precision=cfg.precision, epoch=(ft_info or {}).get("epochs_selected"), inference=inference)
+
+
+def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, man: Any, seed: int, device: str,
+                result: Any, split: dict[str, Any] | None, dev: Any, writer: Any):
+    """(model, allowed evaluation types, record): loaded from ``meta_run`` or trained here on the
+    ``split``'s training types (their mentions, plus the no-event candidates as not-same-class partners;
+    no mention of an evaluated type is ever trained on); with a ``dev`` episode the epoch is the one the
+    dev rule prefers (:mod:`.dev`)."""
+    from .meta import MetaError, MetaModel, load_meta, train_meta_network, unseen_types
     from ..training import TrainingArgs as Args
 
     labels = pool["label"].to_pylist()
@@ -221,101 +265,35 @@ def _meta_model(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, man: Any
                "train_dataset": meta.info.get("dataset"), "unseen_only": mc.unseen_only,
                "allowed_types": allowed, "n_present_types": len(present)}
         return meta, allowed, rec
-    seen_req = None
-    if mc.split_file is not None:
-        seen_req = [t for t in _split_types(mc, mc.train_split) if t in set(present)]
-    import pyarrow.compute as pc
-
-    sel = select_labelled(pool.filter(pc.is_valid(pool["label"])).select(["mention_id", "label"])
-                          .append_column("labels", pa.array([[lab] for lab in labels if lab is not None],
-                                                            pa.list_(pa.string()))),
-                          k_seen=mc.k_seen, seen_types=seen_req, seed=seed)
-    seen = list(sel.seen_types)
-    allowed = list(sel.unseen_types)
-    if mc.split_file is not None and mc.eval_split:
-        wanted = set(_split_types(mc, mc.eval_split))
-        allowed = [t for t in allowed if t in wanted]
-    seen_set = set(seen)
+    seen_set = set(split["seen"])
     rows = [i for i, lab in enumerate(labels) if lab in seen_set or lab is None]  # evaluated types never trained on
     args = Args(**{k: getattr(mc, k) for k in Args.model_fields if k != "device"}, device=device)
     info = {"dataset": man.dataset, "model_id": cfg.model_id or paths.DEFAULT_MODEL,
             "representation": cfg.representation, "seed": seed}
-    callbacks, dev_rec, dev_fn = (), None, None
-    if mc.split_file is not None and mc.dev_split:
-        callbacks, dev_rec, dev_fn = _meta_dev_selection(pool, X, cfg, seen_set | set(allowed),
-                                                 _split_types(mc, mc.dev_split), seed)
+    callbacks, dev_rec, fn = (), None, None
+    if dev is not None:
+        from ..training.callbacks import EarlyStopping, EvalCallback
+        from .dev import DevCallback
+
+        Xd = X[dev.items]
+        fn = DevCallback(dev, lambda tr: MetaModel(tr.unwrapped, {}).transform(Xd, device=str(tr.accelerator.device)))
+        callbacks = (EvalCallback(fn), EarlyStopping("dev_score", "max", patience=mc.patience, restore_best=True))
+        dev_rec = {**dev.record, "adhoc_dev": dev.scores(Xd)["rule"]}
     meta, res = train_meta_network(X[rows], [labels[i] for i in rows], args, hidden=mc.hidden, layers=mc.layers,
                                    pairs=mc.pairs, pos_fraction=mc.pos_fraction, residual=mc.residual, seed=seed,
                                    out_dir=out_dir / "meta_training", info=info, callbacks=callbacks)
     result.add_training(res)
     if dev_rec is not None:
-        dev_rec["curve"] = dev_fn.history
-        dev_rec["best_epoch"] = int(np.argmax(dev_rec["curve"])) + 1 if dev_rec["curve"] else None
+        dev_rec["curve"] = fn.history
+        dev_rec["best_epoch"] = int(np.argmax(fn.history)) + 1 if fn.history else None
     for f in meta.save(out_dir):
         result.add_artifact("model/emr_meta", f)
-    if cfg.save_model:  # the meta network as a saved model too: run:<run id> names it everywhere
-        from ..modeling.saved import ModelWriter
-
-        w = ModelWriter(out_dir, method="emr")
-        w.head("meta", meta.net.state_dict(), kind="meta_network", config=dict(meta.info))
-        w.close(representation=cfg.representation, base_model=cfg.model_id or paths.DEFAULT_MODEL,
-                precision=cfg.precision,
-                inference={"ranker": "mean cosine in the meta network's output space over the frozen "
-                                     f"{cfg.representation} vectors of the base model"})
-    rec = {"source": "trained", "train_types": seen, "n_train_items": len(rows), "allowed_types": allowed,
-           "dev_selection": dev_rec,
-           "selection": sel.record, "final_loss": res.history[-1]["loss"] if res.history else None}
-    return meta, allowed, rec
-
-
-class _MetaDevMap:
-    """Per-epoch dev MAP of the network being meta-trained (an ``EvalCallback`` function)."""
-
-    def __init__(self, shots: list[np.ndarray], corpus: np.ndarray, relevant: list[np.ndarray]):
-        self.shots, self.corpus, self.relevant, self.history = shots, corpus, relevant, []
-
-    def __call__(self, trainer) -> dict[str, float]:
-        from .meta import MetaModel
-        from ..evaluation.base import RowKey
-        from ..evaluation.retrieval import evaluate_retrieval
-
-        net = trainer.unwrapped
-        was = net.training
-        mm = MetaModel(net, {"hidden": net.weights[-1].shape[2]})
-        Z = mm.transform(np.concatenate([self.corpus, *self.shots]), device=str(trainer.accelerator.device))
-        net.train(was)
-        n, shots = len(self.corpus), []
-        for s in self.shots:
-            shots.append(Z[n:n + len(s)])
-            n += len(s)
-        v = _scores_of(evaluate_retrieval(shots, Z[:len(self.corpus)], self.relevant, ks=RANK_KS,
-                                          key=RowKey(dataset="dev", method=NAME, seed=0)))["map"]
-        self.history.append(v)
-        return {"dev_map": v}
-
-
-def _meta_dev_selection(pool: pa.Table, X: np.ndarray, cfg: Any, excluded: set[str], dev_types: list[str],
-                        seed: int):
-    """(EvalCallback + EarlyStopping on the dev MAP, record, the MAP function): a k=5 episode of the dev split's types,
-    built from a pool without the training and evaluated types' mentions (so neither shapes the choice)."""
-    from .episodes import sample_episode
-    from ..training.callbacks import EarlyStopping, EvalCallback
-
-    labels = pool["label"].to_pylist()
-    keep = np.asarray([i for i, lab in enumerate(labels) if lab not in excluded], dtype=np.int64)
-    sub, Xs = pool.take(pa.array(keep)), X[keep]
-    k = min(5, cfg.n_query)
-    ep = sample_episode(sub, min_mentions=cfg.min_mentions, n_corpus=cfg.n_corpus, n_query=cfg.n_query, n_dev=0,
-                        n_none=cfg.n_none, queries_per_type=2, ks=[k], allowed_types=dev_types, seed=seed * 1000 + 999)
-    fn = _MetaDevMap([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k))
-    from ..evaluation.base import RowKey
-    from ..evaluation.retrieval import evaluate_retrieval
-
-    adhoc = _scores_of(evaluate_retrieval([Xs[q.shots] for q in ep.queries[k]], Xs[ep.corpus], ep.relevant(k),
-                                          ks=RANK_KS, key=RowKey(dataset="dev", method=NAME, seed=0)))["map"]
-    cbs = (EvalCallback(fn), EarlyStopping("dev_map", "max", patience=cfg.meta.patience, restore_best=True))
-    return cbs, {"types": ep.types, "k": k, "queries": len(ep.queries[k]), "corpus_size": len(ep.corpus),
-                 "adhoc_dev_map": adhoc}, fn
+    if writer is not None:  # the meta network as a saved model too: run:<run id> names it everywhere
+        writer.head("meta", meta.net.state_dict(), kind="meta_network", config=dict(meta.info))
+    rec = {"source": "trained", "train_types": split["seen"], "n_train_items": len(rows), "allowed_types": split["allowed"],
+           "dev_selection": dev_rec, "selection": split["selection"],
+           "final_loss": res.history[-1]["loss"] if res.history else None}
+    return meta, split["allowed"], rec
 
 
 def tune_siamese(ep: Any, X: np.ndarray, base: Any, grid: Any, *, seed: int, device: str) -> dict[str, Any]:

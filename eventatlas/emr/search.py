@@ -10,8 +10,12 @@ content, model and representation) and searched with a faiss ``IndexFlatIP`` ove
 ``siamese`` trains a network on the examples at query time (:mod:`eventatlas.emr.models`; its
 outside mentions are a seeded sample of the corpus) and ranks the corpus by its mean cosine;
 ``meta:<run id>`` loads the network a run meta-trained on other types (:mod:`eventatlas.emr.meta`),
-maps the corpus through it once per search and searches a faiss index over the mapped vectors.
-Mentions given as examples are left out of the results.
+maps the corpus through it once per search and searches a faiss index over the mapped vectors;
+``run:<run id>`` is an emr run's saved model: its tuned encoder (model ``contrastive``), ranked like the
+frozen one (trigger markers on both sides when it was trained with them), or its meta network.
+``auto`` (the command's default) is the ranker the dev rule preferred (:mod:`eventatlas.emr.dev`): the
+newest saved emr model whose run chose a trained ranker on its development types, else the frozen
+encoder's ad-hoc ranking (:func:`default_ranker`). Mentions given as examples are left out of the results.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 MODELS = ("adhoc", "siamese")
+TRAINED = ("contrastive", "meta")  # dev-rule choices that name a saved model rather than the frozen encoder
 # The representation that retrieves best with the frozen default encoder: trigger beat window4 in the
 # project's retrieval measurements (EMR's representation rows) and on held-out queries.
 DEFAULT_REPRESENTATION = "trigger"
@@ -151,7 +156,8 @@ class CorpusIndex:
               cache_dir: str | Path | None = None, **encoder_kw: Any) -> "CorpusIndex":
         from ..modeling.encode import embed_mentions, load_embeddings
 
-        npy = embed_mentions(Path(dataset_dir) / "mentions.parquet", model_id, representation, cache_dir=cache_dir,
+        src = Path(dataset_dir) if Path(dataset_dir).suffix == ".parquet" else Path(dataset_dir) / "mentions.parquet"
+        npy = embed_mentions(src, model_id, representation, cache_dir=cache_dir,
                              **encoder_kw)
         ids, X = load_embeddings(npy)
         if not ids:
@@ -184,6 +190,63 @@ def best_representation(model_id: str | None, meta_info: dict[str, Any] | None =
     return DEFAULT_REPRESENTATION
 
 
+def default_ranker(model_id: str | None = None) -> tuple[str, str]:
+    """(``--model`` value, why) of ``auto``: an explicit encoder is ranked ad hoc; else the newest saved emr
+    model whose run's dev rule chose a trained ranker (``run:<id>`` / ``meta:run:<id>``); else ``adhoc``."""
+    from ..modeling.saved import saved_models
+
+    if model_id is not None:
+        return "adhoc", "ad-hoc ranking with the given --encoder"
+    for m in saved_models():
+        chosen = ((m.card.inference or {}).get("dev_choice") or {}).get("chosen") or {}
+        if m.card.method == "emr" and chosen.get("model") in TRAINED:
+            ref = m.ref if chosen["model"] == "contrastive" and m.card.encoders else f"meta:{m.ref}"
+            return ref, f"the dev rule of {m.ref} chose its {chosen['model']} ranker"
+    return "adhoc", "no saved emr run's dev rule chose a trained ranker: the frozen encoder, ranked ad hoc"
+
+
+def _saved_ranker(ref: str, model_id: str | None) -> tuple[str, str, str | None, bool]:
+    """``run:<id>`` -> (model, model_id, representation, trigger markers) of a saved emr model."""
+    from ..modeling.saved import ModelError, resolve_ref
+
+    try:
+        m = resolve_ref(ref)
+    except ModelError as e:
+        raise SearchError(f"--model {ref}: {e}") from None
+    if m.card.method != "emr":
+        raise SearchError(f"--model {ref}: a {m.card.method} model, not an emr ranker (give it as --encoder instead)")
+    if not m.card.encoders:
+        return f"meta:{m.ref}", model_id, None, False
+    if model_id is not None and model_id != ref:
+        raise SearchError(f"--model {ref} ranks with its own tuned encoder: leave out --encoder {model_id}")
+    spec = (m.card.inference or {}).get("contrastive") or {}
+    return "adhoc", m.ref, m.card.representation, bool(spec.get("trigger_markers"))
+
+
+def _marked_corpus(dataset_dir: Path, cache_dir: str | Path | None) -> Path:
+    """The dataset's mentions with "[ trigger ]" markers written into the sentences (spans moved with
+    them), cached by the mentions' content: what a ranker trained on marked inputs reads."""
+    from .. import config as paths
+    from ..io import write_parquet
+    from ..modeling.encode import mentions_content_hash
+    from ..modeling.inputs import mark_triggers
+
+    src = Path(dataset_dir) / "mentions.parquet"
+    fp, _ = mentions_content_hash(src)
+    out = (Path(cache_dir) if cache_dir else paths.cache_dir()) / "marked_mentions" / f"{fp[:24]}.parquet"
+    if not out.exists():
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(src)
+        sents, a, b = mark_triggers(t["sentence"].to_pylist(), t["trigger_start"].to_pylist(),
+                                    t["trigger_end"].to_pylist())
+        for name, col in (("sentence", pa.array(sents, pa.string())), ("trigger_start", pa.array(a, pa.int32())),
+                          ("trigger_end", pa.array(b, pa.int32()))):
+            t = t.set_column(t.schema.get_field_index(name), name, col.cast(t.schema.field(name).type))
+        write_parquet(t, out)
+    return out
+
+
 def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, queries: Sequence[str] = (),
            model: str = "adhoc", top: int = 50,
            model_id: str | None = None, representation: str | None = None, device: str = "auto", seed: int = 0,
@@ -197,7 +260,13 @@ def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, 
     from ..modeling.encode import Encoder
     from .models import SiameseParams, adhoc_query, siamese_scores, train_query_networks
 
-    meta = None
+    meta, label, markers = None, model, False
+    if model == "auto":
+        model, _ = default_ranker(model_id)
+        label = model
+    if model.startswith("run:"):
+        model, model_id, rep, markers = _saved_ranker(model, model_id)
+        representation = representation or rep
     if model.startswith("meta:"):
         from .meta import MetaError, load_meta
 
@@ -212,7 +281,7 @@ def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, 
             raise SearchError(f"--model {model}: that network was trained on {', '.join(bad)}; search with the same "
                               "--representation/--encoder")
     elif model not in MODELS:
-        raise SearchError(f"unknown model {model!r}; known: {', '.join(MODELS)}, meta:<run id>")
+        raise SearchError(f"unknown model {model!r}; known: auto, {', '.join(MODELS)}, run:<run id>, meta:<run id>")
     from ..modeling.mention_encoder import model_name
     from ..modeling.saved import ModelError
 
@@ -235,11 +304,15 @@ def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, 
                           "pairs), got 1")
     device = resolve_device(device)
     if index is None:
-        index = CorpusIndex.build(dataset_dir, model_id=model_id, representation=representation, cache_dir=cache_dir,
-                                  device=device)
+        index = CorpusIndex.build(_marked_corpus(dataset_dir, cache_dir) if markers else dataset_dir,
+                                  model_id=model_id, representation=representation, cache_dir=cache_dir, device=device)
     enc = Encoder(model_id, device=device, progress=False)
-    E = enc.encode_mentions([e.sentence for e in examples], [e.start for e in examples], [e.end for e in examples],
-                            representation)
+    sents, starts, ends = [e.sentence for e in examples], [e.start for e in examples], [e.end for e in examples]
+    if markers:
+        from ..modeling.inputs import mark_triggers
+
+        sents, starts, ends = mark_triggers(sents, starts, ends)
+    E = enc.encode_mentions(sents, starts, ends, representation)
     pos = {m: i for i, m in enumerate(index.ids)}
     exclude = {pos[m] for m in given if m in pos}
     if model == "adhoc":
@@ -269,5 +342,6 @@ def search(dataset_dir: str | Path, examples_path: str | Path | None = None, *, 
     schema = pa.schema([("rank", pa.int32()), ("score", pa.float32()), ("mention_id", pa.string()),
                         ("doc_id", pa.string()), ("sentence", pa.string()), ("trigger_start", pa.int32()),
                         ("trigger_end", pa.int32()), ("trigger", pa.string()), ("labels", pa.list_(pa.string()))])
-    schema = schema.with_metadata({"representation": representation, "encoder": encoder_name, "model": model})
+    schema = schema.with_metadata({"representation": representation + ("+markers" if markers else ""),
+                                   "encoder": encoder_name, "model": label})
     return pa.Table.from_pylist(res, schema=schema)

@@ -147,7 +147,8 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
 def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], relevant: Sequence[Collection[int]],
                      n_corpus: int, *, ks: Sequence[int] = DEFAULT_KS,
                      exclude: Sequence[Collection[int]] | None = None,
-                     per_query: list[dict[str, float]] | None = None) -> dict[str, float]:
+                     per_query: list[dict[str, float]] | None = None,
+                     novel: Sequence[Collection[int]] | None = None) -> dict[str, float]:
     """Mean MAP, R-precision, P@k, Recall@k over queries from full rankings.
 
     ``ranked`` yields ``(query_slice, ids, scores)`` as :func:`rank` does (``ids`` must rank the
@@ -155,6 +156,11 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
     indices relevant to query q; ``exclude[q]``: indices left out of q's ranking and relevant set.
     ``per_query``: a list that receives one ``{"query": q, "map", "r_precision", "p@k"...}`` per
     query (e.g. for per-type MAP).
+
+    ``novel[q]``: the relevant items of query q that a surface match cannot find (few-shot retrieval:
+    those whose trigger lemma differs from every example's). ``novel_recall@k`` is then recall@k
+    against that set: the share of them in the top k. It is averaged over the queries that have any
+    (``novel_queries`` counts them; with none, there is no ``novel_recall`` entry).
     """
     ks = _check_ks(ks)
     n_q = len(relevant)
@@ -162,7 +168,10 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
         raise ValueError("no queries: the relevance list is empty")
     if exclude is not None and len(exclude) != n_q:
         raise ValueError(f"{n_q} queries but {len(exclude)} exclude sets")
+    if novel is not None and len(novel) != n_q:
+        raise ValueError(f"{n_q} queries but {len(novel)} novel sets")
     sums = defaultdict(float)
+    n_novel = 0
     seen = np.zeros(n_q, dtype=bool)
     flag = np.zeros(n_corpus, dtype=bool)  # reused relevance buffer: O(N) once, not per query
     for sl, ids, _ in ranked:
@@ -189,6 +198,11 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
             for k in ks:
                 one[f"p@{k}"] = M.precision_at_k(flags[:k], k)
                 one[f"recall@{k}"] = M.recall_at_k(order[:k].tolist(), gold, k)
+            new = set(int(i) for i in novel[q]) & gold if novel is not None else set()
+            if new:
+                n_novel += 1
+                for k in ks:
+                    one[f"novel_recall@{k}"] = M.recall_at_k(order[:k].tolist(), new, k)
             for name, v in one.items():
                 sums[name] += v
             if per_query is not None:
@@ -197,7 +211,12 @@ def retrieval_scores(ranked: Iterable[tuple[slice, np.ndarray, np.ndarray]], rel
     if not seen.all():
         raise ValueError(f"ranking covers {int(seen.sum())} of {n_q} queries")
     names = ["map", "r_precision"] + [f"p@{k}" for k in ks] + [f"recall@{k}" for k in ks]
-    return {name: sums[name] / n_q for name in names}
+    out = {name: sums[name] / n_q for name in names}
+    if novel is not None:
+        out["novel_queries"] = float(n_novel)
+        if n_novel:  # undefined without a query that has one: no row rather than a NaN
+            out.update({f"novel_recall@{k}": sums[f"novel_recall@{k}"] / n_novel for k in ks})
+    return out
 
 
 def evaluate_retrieval(
@@ -210,6 +229,7 @@ def evaluate_retrieval(
     key: RowKey,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     per_query: list[dict[str, float]] | None = None,
+    novel: Sequence[Collection[int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Rank ``corpus`` for each query (one vector or k-shot vectors, see :func:`query_vectors`)
     with :func:`rank` and return the rows of :func:`retrieval_scores` (task ``retrieval``, identity ``key``)."""
@@ -218,7 +238,7 @@ def evaluate_retrieval(
     if len(relevant) != n_q:
         raise ValueError(f"{n_q} queries but {len(relevant)} relevance sets")
     scores = retrieval_scores(rank(queries, corpus, max_batch_bytes=max_batch_bytes), relevant, n_corpus,
-                              ks=ks, exclude=exclude, per_query=per_query)
+                              ks=ks, exclude=exclude, per_query=per_query, novel=novel)
     return metric_rows(scores, task="retrieval", key=key)
 
 
@@ -263,6 +283,7 @@ def evaluate_scores(
     key: RowKey,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     per_query: list[dict[str, float]] | None = None,
+    novel: Sequence[Collection[int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Like :func:`evaluate_retrieval` for scores that are not cosines of vectors (a cross-encoder,
     a learned scorer): ``scores`` is a (Q, N) array, or a function mapping an array of query
@@ -271,5 +292,5 @@ def evaluate_scores(
     n_q = len(relevant)
     get, n = _score_source(scores, n_q, n_corpus)
     out = retrieval_scores(_rank_scores(get, n_q, n, max_batch_bytes), relevant, n, ks=ks, exclude=exclude,
-                           per_query=per_query)
+                           per_query=per_query, novel=novel)
     return metric_rows(out, task="retrieval", key=key)

@@ -95,9 +95,14 @@ class Table(_Strict):
 
 
 class Source(_Strict):
+    """Where a reference figure comes from. ``paper``: the source's name (for ``kind: own``, the project's own
+    earlier measurement: which document or run). The pages label a ``paper`` figure as the paper's and an
+    ``own`` one as an earlier measurement, never as a paper's."""
+
     paper: str
     table: str | None = None
     setting: str | None = None
+    kind: Literal["paper", "own"] = "paper"
 
 
 class Reference(_Strict):
@@ -292,6 +297,11 @@ def _check_names(exp: Experiment) -> None:
                 and not fnmatch.filter(names, f.cell.replace("%", "*"))):
             raise ExperimentError(f"{src}: table filter cell {f.cell!r} matches no cell; cells: {', '.join(names)}")
     exp.table_cells()  # row/column conflicts and missing metrics
+    given = [(r, c) for ref in exp.references for r, by in ref.values.items() for c in by]
+    twice = sorted({x for x in given if given.count(x) > 1})
+    if twice:  # a table cell shows one reference figure (a paper's or an earlier measurement), never two
+        raise ExperimentError(f"{src}: references: more than one figure for cell(s) "
+                              + "; ".join(f"{r} / {c}" for r, c in twice))
     rows, cols = set(exp.table.rows), set(exp.table.columns)
     named = [(f"references.{i}", r, c) for i, ref in enumerate(exp.references) for r, by in ref.values.items() for c in by]
     for m in exp.table.chosen_on_test:  # a row label alone marks the whole row

@@ -175,6 +175,8 @@ def evaluate_trained(out_dir: Path, summary: dict[str, Any], *, key: RowKey, n_c
     parts = cluster_all(dists, k, algorithms=algorithms, k_manifold=k_manifold, seed=key.seed)
     log.info("clustered %d partitions in %.1fs", len(parts), time.perf_counter() - t0)
     rows += evaluate_partitions({part: v.tolist() for part, v in parts.items()}, y, key=key)
+    if summary.get("dev"):  # chosen on the dev part (eventatlas.induction.dev)
+        rows += dev_metric_rows(summary, parts, y, key)
 
     # naming / linking: centroids in the untuned encoder space, so the comparison between
     # perfect, untuned and trained partitions isolates the effect of the partition
@@ -233,3 +235,40 @@ def ensemble_rows(summaries: list[dict], key: RowKey, n_clusters: int | None = N
     n = len(runs)
     return evaluate_partitions({(f"ensemble{n}:{inp}", algo): v.tolist() for (inp, algo), v in parts.items()}, y,
                                key=key.replace(seed=-1))
+
+
+def dev_metric_rows(summary: dict[str, Any], parts: dict[tuple[str, str], np.ndarray], y: Sequence[str],
+                    key) -> list[dict[str, Any]]:
+    """Rows of the dev choice for :func:`eventatlas.induction.evaluate.evaluate_trained`: the chosen
+    (input, algorithm)'s partition of the scored mentions again as variant / clustering ``dev_chosen``; with the
+    training run's curves, the dev ARIs at the chosen epoch (split ``dev``, variant ``dev:<input>``), the
+    choice's (variant ``dev_chosen``) and, at the label-free epoch, the same input's (variant ``label_free``);
+    with the diagnostic, the held-out unseen ARIs at the label-free epoch (split ``heldout_unseen``, variant
+    ``label_free:<input>``: the label-free rule's figure on the held-out sentences, beside the applied model's)."""
+    from ..evaluation.base import metric_rows
+    from ..evaluation.clustering import evaluate_partitions
+
+    dev = summary.get("dev") or {}
+    ch = dev.get("choice")
+    if not ch:
+        return []
+    pick = (ch["input"], ch["algorithm"])
+    rows = evaluate_partitions({("dev_chosen", "dev_chosen"): parts[pick]}, y, key=key) if pick in parts else []
+    curves = dev.get("curves")
+    if not curves:
+        return rows
+    d = key.replace(split="dev")
+    for name, v in curves[ch["epoch"]].items():
+        inp, algo = name.split("/", 1)
+        rows += metric_rows({"ari": v}, task="induction", key=d.replace(variant=f"dev:{inp}", clustering=algo))
+    rows += metric_rows({"ari": ch["dev_ari"]}, task="induction", key=d.replace(variant="dev_chosen",
+                                                                              clustering="dev_chosen"))
+    lf = summary["chosen_epoch"][dev["label_free_rule"]]
+    name = f"{ch['input']}/{ch['algorithm']}"
+    rows += metric_rows({"ari": curves[lf][name]}, task="induction",
+                        key=d.replace(variant="label_free", clustering="dev_chosen"))
+    for name, v in (dev.get("diagnostic_heldout_unseen") or [{}] * (lf + 1))[lf].items():
+        inp, algo = name.split("/", 1)
+        rows += metric_rows({"ari": v}, task="induction",
+                            key=key.replace(split="heldout_unseen", variant=f"label_free:{inp}", clustering=algo))
+    return rows

@@ -25,6 +25,18 @@ def _embedding_meta(npy: Path) -> dict[str, Any]:
     return json.loads(side.read_text(encoding="utf-8")) if side.exists() else {}
 
 
+def _marked(table: pa.Table) -> pa.Table:
+    """``table`` with "[ trigger ]" in every sentence (:func:`eventatlas.modeling.inputs.mark_triggers`)."""
+    from ..modeling.inputs import mark_triggers
+
+    ms, ma, mb = mark_triggers(table["sentence"].to_pylist(), table["trigger_start"].to_pylist(),
+                               table["trigger_end"].to_pylist())
+    for name, col in (("sentence", pa.array(ms, pa.string())), ("trigger_start", pa.array(ma, table["trigger_start"].type)),
+                      ("trigger_end", pa.array(mb, table["trigger_end"].type))):
+        table = table.set_column(table.schema.get_field_index(name), name, col)
+    return table
+
+
 def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, result: Any) -> None:
     """Type induction with a frozen encoder into ``result`` (the untuned baseline's protocol, see
     :mod:`eventatlas.methods.untuned`): select the unseen types' mentions, embed them with each
@@ -44,13 +56,7 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
     setting = sel.setting()
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.trigger_markers:
-        from ..modeling.inputs import mark_triggers
-
-        ms, ma, mb = mark_triggers(table["sentence"].to_pylist(), table["trigger_start"].to_pylist(),
-                                   table["trigger_end"].to_pylist())
-        for name, col in (("sentence", pa.array(ms, pa.string())), ("trigger_start", pa.array(ma, table["trigger_start"].type)),
-                          ("trigger_end", pa.array(mb, table["trigger_end"].type))):
-            table = table.set_column(table.schema.get_field_index(name), name, col)
+        table = _marked(table)
     selected = write_parquet(table, out_dir / "selected_mentions.parquet")
     result.add_artifact("selected_mentions", selected, table.num_rows)
     params = result.params
@@ -119,3 +125,68 @@ def frozen_induction(man, out_dir: Path, seed: int, cfg: Any, device: str, resul
         log.info("untuned %s: %s projection of %d %s embeddings -> %s", man.dataset, info["method"], info["points"],
                  shown, info["path"])
     params["timings_s"] = timings
+
+
+class _Collected:
+    """What :func:`frozen_induction` writes into a method result (metrics, artifacts, params), for one option."""
+
+    def __init__(self):
+        self.metrics, self.artifacts, self.params = [], [], {}
+
+    def add_artifact(self, kind: str, path: Any, rows: int | None = None) -> None:
+        from ..io import sha256_file
+
+        self.artifacts.append({"kind": kind, "path": str(path), "rows": rows, "sha256": sha256_file(path)})
+
+
+def frozen_dev_choice(man, out_dir: Path, seed: int, cfg: Any, device: str, result: Any) -> None:
+    """The frozen encoder chosen on the dev part (:mod:`eventatlas.induction.dev`): each marker option of
+    ``cfg.marker_options`` (default: ``cfg.trigger_markers`` alone) x representation x algorithm clusters the
+    seen types' mentions in the held-out sentences (rows split ``dev``, variant ``dev:<option>``); the best dev
+    ARI picks (option, representation, algorithm), whose partition of the scored unseen mentions is repeated
+    as variant / clustering ``dev_chosen`` (the choice and its dev ARI in ``params["dev_choice"]``). The scored rows of each
+    option carry variant ``trigger_markers`` or ``no_markers``."""
+    from ..evaluation.base import RowKey
+    from ..evaluation.clustering import cluster_and_score
+    from ..modeling.encode import embed_mentions, load_embeddings
+    from .dev import dev_rows, heldout_part, subsample
+
+    splits = [cfg.splits] if isinstance(cfg.splits, str) else cfg.splits
+    dev_sel = heldout_part(cfg, man.path, seed, k_seen_default=DEFAULT_K_SEEN, splits=splits)
+    idx = subsample(dev_rows(dev_sel), cfg.dev_max_mentions, seed)
+    dev_table, y_dev = dev_sel.table.take(pa.array(idx, pa.int64())), dev_sel.labels[idx]
+    algos = list(cfg.clusterings or DEFAULT_CLUSTERINGS)
+    options = list(cfg.marker_options) if cfg.marker_options is not None else [cfg.trigger_markers]
+    scores: dict[tuple[str, str, str], float] = {}
+    first = len(result.metrics)
+    for markers in options:
+        name = "trigger_markers" if markers else "no_markers"
+        sub = _Collected()
+        opt = cfg.model_copy(update={"trigger_markers": markers, "select_on": "none", "marker_options": None})
+        frozen_induction(man, out_dir / name, seed, opt, device, sub)
+        result.metrics += [{**r, "variant": name} for r in sub.metrics]
+        result.artifacts += [{**a, "kind": f"{name}/{a['kind']}"} for a in sub.artifacts]
+        result.params.setdefault("options", {})[name] = sub.params
+        dev_path = write_parquet(_marked(dev_table) if markers else dev_table, out_dir / name / "dev_mentions.parquet")
+        for rep in list(cfg.representations or DEFAULT_REPRESENTATIONS):
+            emb_ids, X = load_embeddings(embed_mentions(dev_path, cfg.model_id, rep, cache_dir=cfg.cache_dir,
+                                                        device=device, **cfg.encoder.model_dump()))
+            pos = {m: i for i, m in enumerate(dev_table["mention_id"].to_pylist())}
+            y = y_dev[[pos[m] for m in emb_ids]].tolist()
+            key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="dev", setting=dev_sel.setting(),
+                         representation=rep, variant=f"dev:{name}")
+            ev = cluster_and_score({f"dev:{name}": X}, y, n_clusters=len(set(y)), algorithms=algos, key=key,
+                                   only=["ari"])
+            for r in ev.rows:
+                scores[(name, rep, r["clustering"])] = float(r["value"])
+            result.metrics += ev.rows
+    if not scores:
+        raise ValueError("no dev score: nothing was clustered on the dev part")
+    (name, rep, algo), best = max(scores.items(), key=lambda kv: kv[1])  # ties: the first in order
+    chosen = [{**r, "variant": "dev_chosen", "clustering": "dev_chosen"} for r in result.metrics[first:]
+              if r["variant"] == name and r["representation"] == rep and r["clustering"] == algo and r["split"] != "dev"]
+    result.metrics += chosen  # (the choice's dev ARI is its dev:<option> row; in params["dev_choice"])
+    result.params["dev_choice"] = {"option": name, "representation": rep, "algorithm": algo, "dev_ari": best,
+                                   "n_dev_mentions": int(len(idx)), "n_dev_types": len(set(y_dev.tolist()))}
+    result.params["dev_scores"] = {"/".join(k): v for k, v in scores.items()}
+    log.info("untuned %s: chosen on dev: %s %s/%s (dev ARI %.4f)", man.dataset, name, rep, algo, best)

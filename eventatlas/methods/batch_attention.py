@@ -81,6 +81,11 @@ class BatchAttentionConfig(SelectionConfig, MethodConfig):
     stop_rule: Literal["paper", "code"] = "paper"
     stop_window: int = Field(5, ge=1)
     keep_models: Literal["all", "chosen", "none"] = "chosen"
+    # "dev": the epoch, input and algorithm with the best ARI on the seen types' mentions in the held-out
+    # sentences (needs heldout_sentences; eventatlas.induction.dev); "label_free": the silhouette rule
+    select_on: Literal["label_free", "dev"] = "label_free"
+    dev_max_mentions: Optional[int] = Field(None, ge=10)  # a seeded subsample of the dev part above this
+    dev_diagnostic: bool = True  # also record the held-out unseen curve per epoch (diagnosis only, never chooses)
     train: BatchAttentionTraining = _TRAIN
 
 
@@ -123,10 +128,16 @@ def run(ctx: MethodContext) -> MethodResult:
         from ..modeling.saved import ModelWriter
 
         writer = ModelWriter(out_dir, method=NAME)
+    dev_sel = None
+    if cfg.select_on == "dev":
+        if not cfg.heldout_sentences:
+            raise ValueError("select_on: dev needs heldout_sentences (the dev part is the seen types' mentions in "
+                             "the held-out sentences)")
+        dev_sel = select_mentions(dataset_dir, cfg.model_copy(update={"part": "heldout"}), seed)
     for rep in cfg.representations:
         rdir = out_dir / rep
         summary, res = train_representation(sel, cfg, rep, rdir, seed=seed, device=device, type_texts=texts,
-                                            resume=ctx.resume, writer=writer)
+                                            resume=ctx.resume, writer=writer, dev_sel=dev_sel, k_manifold=k_manifold)
         result.add_training(res)
         key = RowKey(dataset=man.dataset, method=NAME, seed=seed, split="unseen", setting=sel.setting(),
                      representation=rep)
@@ -142,10 +153,21 @@ def run(ctx: MethodContext) -> MethodResult:
                                                                "total_seconds", "stop_counts", "trigger_markers",
                                                                "pseudo_labels")}
         result.params["train"][rep]["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in summary["history"]]))
+        if summary.get("dev"):
+            from ..induction.dev import curve_png, label_free_summary
+
+            dev = summary["dev"]
+            result.params["train"][rep]["dev"] = label_free_summary(summary)
+            p = curve_png(dev["curves"], rdir / "dev_curve.png",
+                          f"{man.dataset} {rep} seed {seed}: dev ARI (seen types, held-out sentences)",
+                          chosen=dev["choice"], label_free_epoch=summary["chosen_epoch"][cfg.stop_rule],
+                          diagnostic=dev["diagnostic_heldout_unseen"])
+            result.artifacts.append({"kind": f"plot/dev_curve/{rep}", "path": str(p), "sha256": sha256_file(p)})
     atomic_write_json(out_dir / "batch_attention_params.json", result.params)
     if writer is not None and writer.card.encoders:
         first = cfg.representations[0]
-        writer.close(representation=first, epoch=result.params["train"][first]["chosen_epoch"][cfg.stop_rule],
+        writer.close(representation=first, epoch=result.params["train"][first]["chosen_epoch"][
+                         "dev" if cfg.select_on == "dev" else cfg.stop_rule],
                      precision=ctx.precision,
                      inference=dict(writer.card.inference, seen_types=sel.seen_types, k_manifold=k_manifold))
     return result
@@ -199,7 +221,8 @@ def apply(model, ctx: MethodContext) -> MethodResult:
         files[name] = str(save_npz(out_dir / rep / "epochs" / f"{name}.npz", emb))
     summary = {"chosen_epoch": {}, "stop_rule": None, "epoch_files": [files["applied"]],
                "untuned_file": files["untuned"], "unseen_mention_ids": [sel.mention_ids[i] for i in ev],
-               "unseen_labels": sel.eval_labels.tolist()}
+               "unseen_labels": sel.eval_labels.tolist(),
+               "dev": {"choice": info["dev_choice"]} if info.get("dev_choice") else None}
     texts = man.type_texts()
     fn_dir = Path(cfg.framenet_dir) if cfg.framenet_dir else paths.datasets_dir() / "framenet"
     mp = _mapping(cfg.mapping or ctx.protocol.get("mapping"), sel.unseen_types) if cfg.linking else None
@@ -211,5 +234,5 @@ def apply(model, ctx: MethodContext) -> MethodResult:
     result = ctx.result()
     result.metrics, result.artifacts = rows, arts
     result.params = {"selection": sel.record, "representation": rep, "setting": sel.setting(),
-                     "trigger_markers": bool(info.get("trigger_markers"))}
+                     "trigger_markers": bool(info.get("trigger_markers")), "dev_choice": info.get("dev_choice")}
     return result

@@ -17,6 +17,16 @@ each k in ``ks``, every model ranks the same test corpus for the same queries:
   those same episodes. A network trained here is saved in the run directory (``meta.pt``,
   ``meta.json``; artifact ``model/emr_meta``): ``eventatlas search --model meta:<run id>``.
 
+* ``contrastive``: the encoder itself fine-tuned for retrieval on the training types (supervised
+  contrastive loss over mentions of the same type, in-batch negatives; :mod:`eventatlas.emr.finetune`),
+  ranking by mean cosine of its vectors; saved with the run (``search --model run:<run id>``).
+
+With a split file's ``dev_split``, every trained ranker keeps the epoch the dev rule prefers and every
+ranker of the run is scored on the development types (rows with split ``dev``; the rule, the mean of MAP
+and novel-trigger recall@50 at k = 5, is :mod:`eventatlas.emr.dev`); ``params.dev_choice`` names the
+ranker the rule prefers. Every test row also carries ``novel_recall@k``: among the relevant mentions
+whose trigger lemma differs from every example's, the share in the top k.
+
 Other rankers: ``representations`` adds the frozen encoder's other representations (``sentence``,
 ``trigger``, ``mask``, ...) and ``encoders`` other encoders (a fine-tuned encoder saved by another
 method: an HF directory or id) as ad-hoc rankers (variant ``adhoc``, representation ``trigger`` or
@@ -49,10 +59,10 @@ from ..emr.protocol import NAME, embed_pool, evaluate_episodes  # noqa: F401
 from ..training.args import TrainingArgs
 from .base import MethodResult
 from .context import MethodContext
-from .spec import EncoderConfig, MethodConfig
+from .spec import EncoderConfig, MethodConfig, training_field
 
 Representation = Literal["sentence", "trigger", "mask", "mix", "window4"]
-Model = Literal["adhoc", "siamese", "meta", "meta_adapt"]
+Model = Literal["adhoc", "siamese", "meta", "meta_adapt", "contrastive"]
 
 
 class SiameseTraining(BaseModel):
@@ -118,6 +128,28 @@ class MetaTraining(TrainingArgs):
     adapt_lr: float = Field(5e-5, gt=0)
 
 
+# The tuned encoder's training (model contrastive): AdamW with warm-up and clipping, fp32 declared (the result
+# must not depend on which CPU ran it), no checkpoints (a few minutes; resume reruns it). Each step is one
+# batch of P types x K mentions, so the core's batch size is 1 (one index = one drawn batch).
+CONTRASTIVE_TRAIN = {"epochs": 5, "batch_size": 1, "lr": 2e-5, "schedule": "linear", "warmup_steps": 20,
+                     "max_grad_norm": 1.0, "precision": "fp32", "bucket": False, "checkpoints": False}
+ContrastiveTrainArgs, _CONTRASTIVE_TRAIN = training_field(CONTRASTIVE_TRAIN)
+
+
+class ContrastiveTuning(BaseModel):
+    """The encoder fine-tuned for retrieval on the training types (:mod:`eventatlas.emr.finetune`): supervised
+    contrastive loss, in-batch negatives, epoch chosen by the dev rule when the split has dev types."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train: ContrastiveTrainArgs = _CONTRASTIVE_TRAIN
+    steps_per_epoch: int = Field(60, ge=1)
+    types_per_batch: int = Field(16, ge=2, description="P: training types per batch")
+    per_type: int = Field(4, ge=2, description="K: mentions per type per batch (the positives)")
+    temperature: float = Field(0.1, gt=0)
+    patience: int = Field(3, ge=1, description="epochs without a better dev score before stopping")
+
+
 class EMRConfig(MethodConfig):
     min_mentions: Optional[int] = Field(None, ge=2, description="types with at least this many mentions are the m types (default 100)")
     n_corpus: Optional[int] = Field(None, ge=1, description="test-corpus mentions per type (default 50)")
@@ -135,6 +167,9 @@ class EMRConfig(MethodConfig):
     encoders: list[str] = Field(default_factory=list, description="more encoders (HF id or a fine-tuned encoder's "
                                 "directory) as ad-hoc rankers with `representation`")
     no_event: bool = True  # add content-word candidates of no-event sentences to the None side
+    trigger_markers: bool = Field(False, description="embed every mention as '... [ trigger ] ...' (rows say "
+                                  "representation trigger+markers)")
+    contrastive: ContrastiveTuning = Field(default_factory=ContrastiveTuning)
     model_id: Optional[str] = None
     cache_dir: Optional[Path] = None
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
@@ -156,8 +191,14 @@ def run(ctx: MethodContext) -> MethodResult:
 def apply(model, ctx: MethodContext) -> MethodResult:
     """Evaluate a saved EMR meta network on the context's dataset: its ``meta`` and ``meta_adapt``
     rankers beside the ad-hoc one, on types the network never saw (its own representation)."""
-    info = model.head("meta")[1]
     cfg = ctx.config
+    if "meta" not in model.card.heads:  # a tuned encoder (model contrastive): ranked like the frozen one, beside it
+        spec = model.card.inference.get("contrastive") or {}
+        ctx.config = cfg.model_copy(update={"encoders": [*cfg.encoders, str(model.encoder_path)], "models": ["adhoc"],
+                                            "representation": model.card.representation or cfg.representation,
+                                            "trigger_markers": bool(spec.get("trigger_markers", False))})
+        return run(ctx)
+    info = model.head("meta")[1]
     models = list(dict.fromkeys([*cfg.models, "meta"]))
     ctx.config = cfg.model_copy(update={"meta_run": model.ref, "models": models,
                                         "representation": info.get("representation", cfg.representation)})

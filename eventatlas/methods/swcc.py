@@ -13,7 +13,8 @@ Training goes through the shared :class:`eventatlas.training.Trainer` (bucketed 
 ids, dynamic padding, checkpoints, step logs, learning curve); after every epoch the encoder is scored on
 the evaluation datasets (``train_evals``: ``<dataset>/<metric>``), and at the end the metric rows come
 from :func:`eventatlas.evaluation.pairs.evaluate_encoder_pairs` (task ``similarity``, setting = the
-template). Artifacts: ``plot/prototypes`` (2-D PCA of the training events coloured by their prototype),
+template). The documents of every evaluated dataset that has a ``documents`` table (the ``nyt_cloze_dev``
+dev set: held-out NYT documents) are kept out of the training data (params ``events.excluded_documents``). Artifacts: ``plot/prototypes`` (2-D PCA of the training events coloured by their prototype),
 ``swcc/prototypes`` (the assignment table) and (unless ``save_model`` is false) the saved model: the
 fine-tuned encoder, loadable as ``run:<run_id>``, and the prototypes.
 """
@@ -61,8 +62,9 @@ class SWCCConfig(MethodConfig):
     extra_datasets: list[str] = Field(default_factory=list)
     extra_max_events: Optional[int] = Field(None, ge=4)
     # the evaluated datasets that are dev sets: settings are chosen on their scores (params "dev"), the
-    # others are test sets, never used to choose
-    dev_datasets: list[str] = Field(default_factory=lambda: ["mcnc"])
+    # others are test sets, never used to choose. nyt_cloze_dev: narrative cloze on held-out NYT documents
+    # (eventatlas.readers.nyt_cloze_dev); an evaluated dataset's documents are never trained on
+    dev_datasets: list[str] = Field(default_factory=lambda: ["nyt_cloze_dev"])
     eval_datasets: Optional[list[str]] = None  # names or directories; None: every ingested event_pairs dataset
     eval_every_epoch: bool = True
     eval_batch_size: int = Field(128, ge=1)

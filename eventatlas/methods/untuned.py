@@ -23,7 +23,7 @@ from pydantic import Field
 
 from .. import config as paths
 from ..data.selection import SelectionConfig
-from ..induction.frozen import NAME, frozen_induction
+from ..induction.frozen import NAME, frozen_dev_choice, frozen_induction
 from .base import MethodResult, NotApplicable
 from .context import MethodContext
 from .spec import EncoderConfig, MethodConfig
@@ -55,6 +55,11 @@ class UntunedConfig(SelectionConfig, MethodConfig):
     # PCA below plots.AUTO_MIN_NONLINEAR points (the method used is in params["projection"])
     projection: Literal["auto", "umap", "tsne", "pca", "none"] = "auto"
     projection_representation: Optional[Representation] = None  # default: trigger if computed, else the first
+    # "dev": choose the marker option x representation x clustering on the seen types' mentions in the held-out
+    # sentences (needs heldout_sentences; eventatlas.induction.frozen.frozen_dev_choice)
+    select_on: Literal["none", "dev"] = "none"
+    marker_options: Optional[list[bool]] = None  # with select_on dev: the trigger_markers settings compared
+    dev_max_mentions: Optional[int] = Field(None, ge=10)  # a seeded subsample of the dev part above this
     poolings: list[Literal["mean", "cls"]] = Field(default_factory=lambda: ["mean", "cls"],
                                                    description="event-pair datasets: sentence poolings scored")
 
@@ -66,7 +71,10 @@ def run(ctx: MethodContext) -> MethodResult:
     result = ctx.result()
     result.params = ctx.base_params(model_id=cfg.model_id or paths.DEFAULT_MODEL)
     if "typed_mentions" in kinds:
-        frozen_induction(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
+        if cfg.select_on == "dev":
+            frozen_dev_choice(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
+        else:
+            frozen_induction(man, ctx.run_dir, ctx.seed, cfg, ctx.device, result)
     if "event_pairs" in kinds:
         _similarity(ctx, result)
     if not result.metrics:

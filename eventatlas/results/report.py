@@ -1,10 +1,11 @@
 """A results report: one self-contained HTML page from the warehouse (``eventatlas report``).
 
-Sections: the leaderboard per task and dataset (mean ± std over seeds per metric, the best mean of
-each column marked, the metric's direction from ``metric_direction``), a bar chart of the first
-metric per task and dataset, learning curves (loss by step) of trained runs from ``train_steps``,
-2-D projections of embeddings coloured by gold type per dataset, the untuned encoder's beside the
-trained methods' (artifacts ``plot/projection/...`` and ``plot/umap/...``), the runs' other PNG plots
+A contents list links every section. Sections: the leaderboard per task and dataset (mean ± std over
+seeds per metric, the best mean of each column marked where the column's values differ and it is not 0,
+the metric's direction from ``metric_direction``), a bar chart of the first metric per task and dataset,
+learning curves (loss by step) of trained runs from ``train_steps``, one chart per method with its axes
+named and its legend under it, 2-D projections of embeddings coloured by gold type per dataset, the
+untuned encoder's beside the trained methods' (artifacts ``plot/projection/...`` and ``plot/umap/...``), the runs' other PNG plots
 (artifacts ``plot/...``, e.g. metric bars; the newest run's per method, dataset and kind; all embedded
 as data URIs), the wiki
 event-grounding builds with their diff to the previous build, the benchmarks (per benchmark the latest
@@ -128,7 +129,7 @@ def _table_view(t: dict[str, Any], lower: set[str]) -> dict[str, Any]:
     """One leaderboard table: header, and per configuration its cells (None where it has no value)."""
     head = [*CONFIG_COLS, "seeds", *(f"{m} {'↓' if m in lower else '↑' if is_fraction(m) else ''}"
                                      for m in t["metrics"])]
-    rows = []
+    rows, marked = [], _best_marked(t)
     for conf, cells in t["rows"]:
         shown = []
         for m in t["metrics"]:
@@ -138,9 +139,20 @@ def _table_view(t: dict[str, Any], lower: set[str]) -> dict[str, Any]:
                 continue
             std = f" ± {_fmt(c['std'], m)}" if c.get("std") is not None else ""
             shown.append({"metric": m, "mean": c["mean"], "std": c["std"], "text": _fmt(c["mean"], m) + std,
-                          "best": m in t["best"] and c["mean"] is not None and math.isclose(c["mean"], t["best"][m])})
+                          "best": m in marked and c["mean"] is not None and math.isclose(c["mean"], t["best"][m])})
         rows.append({"conf": conf, "n": max((c.get("n_seeds") or 0) for c in cells.values()), "cells": shown})
     return {"task": t["task"], "dataset": t["dataset"], "head": head, "rows": rows, "bars": _bars(t)}
+
+
+def _best_marked(t: dict[str, Any]) -> set[str]:
+    """The metrics whose best mean the report highlights: only where it tells something, i.e. the column's
+    values differ as shown (one row, or all rows equal: no best) and the best is not a 0.0."""
+    out = set()
+    for m, best in t["best"].items():
+        shown = {_fmt(c[m]["mean"], m) for _, c in t["rows"] if m in c and c[m]["mean"] is not None}
+        if len(shown) > 1 and _fmt(best, m).lstrip("-") not in ("0.0", ""):
+            out.add(m)
+    return out
 
 
 def _bars(t: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,28 +178,35 @@ def _bars(t: dict[str, Any]) -> dict[str, Any] | None:
 _COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
 
 
-def _curves(steps: list[tuple]) -> dict[str, Any] | None:
-    """Loss by step, one polyline per run x phase (trained runs only), in SVG coordinates; None without one."""
+def _curves(steps: list[tuple]) -> list[dict[str, Any]]:
+    """Loss by step, one chart per run family (method), one polyline per run x phase (trained runs only), in
+    SVG coordinates, with the axes named and a legend (HTML under the chart, never cut off)."""
     series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for run_id, method, seed, dataset, phase, step, loss in steps:
         if loss is not None and math.isfinite(loss):
             series[(run_id, method, seed, dataset, phase)].append((float(step), float(loss)))
-    if not series:
-        return None
+    by_method: dict[str, dict[tuple, list]] = defaultdict(dict)
+    for key, pts in series.items():
+        by_method[str(key[1])][key] = pts
+    return [_curve_chart(m, by_method[m]) for m in sorted(by_method)]
+
+
+def _curve_chart(method: str, series: dict[tuple, list[tuple[float, float]]]) -> dict[str, Any]:
     xs = [x for s in series.values() for x, _ in s]
     ys = [y for s in series.values() for _, y in s]
     x0, x1, y0, y1 = min(xs), max(xs) or 1.0, min(ys), max(ys)
     x1 = x1 if x1 > x0 else x0 + 1
     y1 = y1 if y1 > y0 else y0 + 1
-    w, h, pad = 760, 300, 40
+    w, h, left, right, top, bottom = 760, 300, 64, 10, 10, 40  # margins: the y ticks and label, the x ones
     lines = []
     for i, (key, pts) in enumerate(sorted(series.items(), key=lambda kv: [str(k) for k in kv[0]])):
-        run_id, method, seed, dataset, phase = key
-        points = " ".join(f"{pad + (x - x0) / (x1 - x0) * (w - pad - 10):.1f},"
-                          f"{h - pad - (y - y0) / (y1 - y0) * (h - pad - 10):.1f}" for x, y in sorted(pts))
+        run_id, _, seed, dataset, phase = key
+        points = " ".join(f"{left + (x - x0) / (x1 - x0) * (w - left - right):.1f},"
+                          f"{h - bottom - (y - y0) / (y1 - y0) * (h - bottom - top):.1f}" for x, y in sorted(pts))
         lines.append({"points": points, "colour": _COLOURS[i % len(_COLOURS)], "run_id": run_id, "n": len(pts),
-                      "method": method, "seed": seed, "dataset": dataset, "phase": phase, "legend_y": h + 4 + 16 * i})
-    return {"width": w, "height": h + 20 + 16 * len(series), "pad": pad, "right": w - 10, "bottom": h - pad,
+                      "method": method, "seed": seed, "dataset": dataset, "phase": phase})
+    return {"method": method, "width": w, "height": h, "left": left, "right": w - right, "top": top,
+            "bottom": h - bottom, "mid_x": (left + w - right) / 2, "mid_y": (top + h - bottom) / 2,
             "x0": f"{x0:g}", "x1": f"{x1:g}", "y0": f"{y0:.3g}", "y1": f"{y1:.3g}", "lines": lines}
 
 

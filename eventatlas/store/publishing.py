@@ -440,7 +440,7 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
     """Record a declared experiment (:class:`eventatlas.experiments.spec.Experiment`) in the warehouse:
     its description, goal and diagnosis, its table's cells, the reference figures from its YAML, and
     ``links`` (``{cell, seed, run_id, reused}``: which run answers which cell), in one transaction
-    (migrations 010, 012). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
+    (migrations 010, 012, 013). The declaration of (experiment, mode) is replaced; links are replaced per (cell,
     seed). Returns the number of links written."""
     from ..metric_specs import scale
 
@@ -464,10 +464,11 @@ def publish_experiment(exp: Any, links: Iterable[Mapping[str, Any]], *,
             con.executemany(f"INSERT INTO experiment_table_cells (experiment, mode, {', '.join(cols)}, scale) "
                             f"VALUES ({', '.join('?' * (len(cols) + 3))})",
                             [[*key, *[c[k] for k in cols], scale(c["metric"])] for c in cells])
-        refs = [[exp.name, row, col, float(v), r.source.paper, r.source.table, r.source.setting]
+        refs = [[exp.name, row, col, float(v), r.source.paper, r.source.table, r.source.setting, r.source.kind]
                 for r in exp.references for row, by_col in r.values.items() for col, v in by_col.items()]
-        if refs:
-            con.executemany("INSERT INTO experiment_references VALUES (?, ?, ?, ?, ?, ?, ?)", refs)
+        if refs:  # kind: paper | own (migration 013)
+            con.executemany("INSERT INTO experiment_references (experiment, row_label, col_label, value, paper, "
+                            "table_ref, setting, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", refs)
         declared = [c.name for c in exp.all_cells()]  # links of cells the declaration no longer has go
         con.execute(f"DELETE FROM experiment_runs WHERE experiment = ? AND mode = ? AND cell NOT IN "
                     f"({', '.join('?' * len(declared))})", [*key, *declared])

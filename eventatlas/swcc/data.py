@@ -8,6 +8,11 @@ dataset (e.g. the ``event_tuples`` reader) rendered as text, and their co-occurr
   rendering); two (s, v, o) that render to one text are one event;
 * partners = the ``event_pairs`` rows of task ``cooccurrence`` between two distinct events (counts of the
   same text pair summed), as a CSR adjacency (``indptr``, ``indices``, ``counts``) over event indices;
+* ``exclude_docs``: documents of the run's own dataset kept out of training (a dev set's held-out documents,
+  e.g. the ``nyt_cloze_dev`` reader's): their mentions are not read (an event seen only there is no training
+  event) and their pairs are taken off the stored counts (the ``event_tuples`` reader's own rule,
+  :func:`eventatlas.readers.event_tuples.count_pairs` with the dataset's ``max_pair_events``), so the
+  counts are those of the kept documents alone; recorded as ``excluded_documents``;
 * ``max_events``: a seeded subsample (recorded): whole documents in a seeded order until ``max_events``
   distinct events (the last document cut), so co-occurring pairs survive; pairs leaving it are dropped;
 * ``weights`` (:func:`pair_weights`, ``weighting``): ``"minmax"`` (SWCC's ``w``, the paper) = the
@@ -24,7 +29,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from collections import Counter
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -88,13 +94,15 @@ def pair_weights(counts: np.ndarray, weighting: str = "minmax") -> tuple[np.ndar
     raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
 
-def _read_events(d: Path, template: str, lower: bool, index: dict[str, int], by_svo: dict[tuple, int]
-                 ) -> dict[str, list[int]]:
-    """{doc_id: event indices in order} of one dataset's mentions; new texts are added to ``index``."""
+def _read_events(d: Path, template: str, lower: bool, index: dict[str, int], by_svo: dict[tuple, int],
+                 exclude: frozenset[str] = frozenset()) -> tuple[dict[str, list[int]], dict[str, list[tuple]]]:
+    """({doc_id: event indices in order}, {excluded doc_id: its (s, v, o) keys in order}) of one dataset's
+    mentions; new texts of the kept documents are added to ``index``."""
     from ..data.manifest import read_table
 
     m = read_table(d, "mentions", columns=["mention_id", "doc_id", "extra"])
     doc_events: dict[str, list[int]] = {}
+    held: dict[str, list[tuple]] = {}
     for mid, doc, extra in zip(m["mention_id"].to_pylist(), m["doc_id"].to_pylist(), m["extra"].to_pylist()):
         try:
             svo = json.loads(extra or "{}")["svo"]
@@ -102,10 +110,25 @@ def _read_events(d: Path, template: str, lower: bool, index: dict[str, int], by_
             raise ValueError(f"{d / 'mentions.parquet'}: mention {mid!r} has no extra.svo (not an event-tuple "
                              "dataset? ingest it with the event_tuples reader)") from None
         key = (svo.get("subj"), svo.get("verb"), svo.get("obj"))
+        if doc in exclude:
+            held.setdefault(doc, []).append(key)
+            continue
         if key not in by_svo:
             by_svo[key] = index.setdefault(event_text(svo, template, lower=lower), len(index))
         doc_events.setdefault(doc, []).append(by_svo[key])
-    return doc_events
+    return doc_events, held
+
+
+def _heldout_counts(d: Path, held: dict[str, list[tuple]]) -> Counter:
+    """The co-occurrence counts the excluded documents added to ``d``'s pair table (the reader's rule)."""
+    from ..data.manifest import Manifest
+    from ..readers.event_tuples import DEFAULT_MAX_PAIR_EVENTS, count_pairs
+
+    cap = int(Manifest.read(d).options.get("max_pair_events", DEFAULT_MAX_PAIR_EVENTS))
+    counts: Counter = Counter()
+    for keys in held.values():
+        count_pairs(counts, keys, cap)
+    return counts
 
 
 def _sample_documents(doc_events: dict[str, list[int]], max_events: int | None, seed: int) -> tuple[list[int], int]:
@@ -131,11 +154,12 @@ def _sample_documents(doc_events: dict[str, list[int]], max_events: int | None, 
 
 def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lower: bool = True,
                 max_events: int | None = None, seed: int = 0, weighting: str = "minmax",
-                extra_dirs: Sequence[str | Path] = (), extra_max_events: int | None = None) -> Events:
+                extra_dirs: Sequence[str | Path] = (), extra_max_events: int | None = None,
+                exclude_docs: Iterable[str] = ()) -> Events:
     """The events and partners of ``dataset_dir`` (module doc), plus those of every ``extra_dirs`` dataset
     (e.g. FrameNet triples beside the NYT tuples): one event index over all of them (one text, one
     event), each dataset's pairs added; ``extra_max_events`` subsamples each extra dataset as
-    ``max_events`` does the main one."""
+    ``max_events`` does the main one; ``exclude_docs``: documents of ``dataset_dir`` never trained on."""
     import pyarrow.compute as pc
 
     from ..data.manifest import read_table
@@ -145,8 +169,12 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     by_svo: dict[tuple, int] = {}
     chosen: dict[int, None] = {}
     n_docs, per_source = 0, []
+    exclude = frozenset(exclude_docs)
+    held: dict[str, list[tuple]] = {}
     for k, d in enumerate(dirs):
-        doc_events = _read_events(d, template, lower, index, by_svo)
+        doc_events, held_here = _read_events(d, template, lower, index, by_svo, exclude if k == 0 else frozenset())
+        if k == 0:
+            held = held_here
         cap = max_events if k == 0 else extra_max_events
         kept, docs_used = _sample_documents(doc_events, cap, seed)
         new_here = sum(1 for e in kept if e not in chosen)
@@ -161,20 +189,32 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     new[keep] = np.arange(len(keep))
 
     a_all, b_all, c_all = [], [], []
-    for d in dirs:
+    removed = 0.0
+    for k, d in enumerate(dirs):
         p = read_table(d, "event_pairs", columns=["task", "event_a", "event_b", "score"])
         p = p.filter(pc.equal(p["task"], COOCCURRENCE_TASK))
 
-        def ids(col) -> np.ndarray:
+        def keys(col) -> list[tuple]:
             s = p[col].combine_chunks()
-            keys = zip(s.field("subj").to_pylist(), s.field("verb").to_pylist(), s.field("obj").to_pylist())
-            return np.array([new[by_svo[k]] if k in by_svo else -1 for k in keys], dtype=np.int64)
+            return list(zip(s.field("subj").to_pylist(), s.field("verb").to_pylist(), s.field("obj").to_pylist()))
 
-        a_all.append(ids("event_a"))
-        b_all.append(ids("event_b"))
-        c_all.append(np.asarray(p["score"].to_pylist(), dtype=np.float64))
+        def ids(ks: list[tuple]) -> np.ndarray:
+            return np.array([new[by_svo[k]] if k in by_svo else -1 for k in ks], dtype=np.int64)
+
+        ka, kb = keys("event_a"), keys("event_b")
+        c = np.asarray(p["score"].to_pylist(), dtype=np.float64)
+        if k == 0 and held:
+            sub = _heldout_counts(d, held)
+            minus = np.array([sub.get(ab, 0) for ab in zip(ka, kb)], dtype=np.float64)
+            removed, c = float(minus.sum()), c - minus
+            if removed != sum(sub.values()):
+                raise ValueError(f"{d}: the excluded documents' pairs are not all in its pair table (ingested "
+                                 "with another max_pair_events?)")
+        a_all.append(ids(ka))
+        b_all.append(ids(kb))
+        c_all.append(c)
     a, b, c = np.concatenate(a_all), np.concatenate(b_all), np.concatenate(c_all)
-    ok = (a >= 0) & (b >= 0) & (a != b)
+    ok = (a >= 0) & (b >= 0) & (a != b) & (c > 0)
     a, b, c = a[ok], b[ok], c[ok]
     # sum counts of one unordered text pair (two (s, v, o) may render alike), then store both directions
     lo, hi = np.minimum(a, b), np.maximum(a, b)
@@ -190,7 +230,8 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     with_partner = int((np.diff(indptr) > 0).sum())
     record = {"n_events_all": n_all, "n_events": n, "subsampled": n < n_all, "max_events": max_events,
-              "n_documents_sampled": n_docs, "sources": per_source, "extra_max_events": extra_max_events,
+              "n_documents_sampled": n_docs, "sources": per_source,
+              "excluded_documents": {"requested": len(exclude), "found": len(held), "pair_counts_removed": removed}, "extra_max_events": extra_max_events,
               "n_pairs": int(len(uniq)), "events_with_partner": with_partner, "template": template, "lower": lower,
               "weighting": weighting, "weights_degenerate": bool(degenerate),
               "count_max": float(summed.max()) if len(summed) else 0.0,

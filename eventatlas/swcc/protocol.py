@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 NAME = "swcc"
 
 
-def eval_sets(cfg: Any) -> dict[str, Any]:
-    """{dataset name: benchmark event_pairs table} for the configured (or every ingested) dataset."""
+def eval_sets(cfg: Any) -> tuple[dict[str, Any], set[str]]:
+    """({dataset name: benchmark event_pairs table}, the doc_ids of their ``documents`` tables) for the
+    configured (or every ingested) datasets. Those documents are kept out of training: a dev set built from
+    held-out documents of the training corpus (the ``nyt_cloze_dev`` reader) must not be trained on."""
     from ..data import Manifest, ingested
     from ..data.manifest import find_dataset
     from ..evaluation.pairs import benchmark_pairs
@@ -29,12 +31,14 @@ def eval_sets(cfg: Any) -> dict[str, Any]:
         mans = [m for m in ingested().values() if "event_pairs" in m.kinds()]
     else:
         mans = [Manifest.read(find_dataset(name, "eval dataset")) for name in cfg.eval_datasets]
-    out = {}
+    out, docs = {}, set()
     for m in sorted(mans, key=lambda m: m.dataset):
         t = benchmark_pairs(m.read_table("event_pairs"))
         if t.num_rows:
             out[m.dataset] = t
-    return out
+            if m.rows.get("documents"):
+                docs.update(m.read_table("documents", columns=["doc_id"])["doc_id"].to_pylist())
+    return out, docs
 
 
 def train_and_score(ctx: Any, result: Any) -> None:
@@ -61,12 +65,13 @@ def train_and_score(ctx: Any, result: Any) -> None:
         if "event_cooccurrence" not in Manifest.read(d).kinds():
             raise ValueError(f"extra dataset {d}: not event co-occurrence data (ingest event_tuples or run "
                              "extract-events)")
+    evals, heldout = eval_sets(cfg)
     events = load_events(ds_dir, template=cfg.template, lower=cfg.lower, max_events=cfg.max_events, seed=seed,
-                         weighting=cfg.weighting, extra_dirs=extra, extra_max_events=cfg.extra_max_events)
+                         weighting=cfg.weighting, extra_dirs=extra, extra_max_events=cfg.extra_max_events,
+                         exclude_docs=heldout)
     if len(events) < cfg.train.batch_size and cfg.train.drop_last:
         raise NotApplicable(f"{ds_dir}: {len(events)} events < one batch of {cfg.train.batch_size} "
                             "(lower train.batch_size)")
-    evals = eval_sets(cfg)
     rep = POOLING_REPRESENTATION[cfg.pooling]
     enc = MentionEncoder(cfg.model_id, max_length=cfg.max_length)
     # token ids of the event texts through the shared cache ("sentence" inputs = the whole text)

@@ -115,6 +115,19 @@ def test_summary_is_one_line_per_method_task_dataset_within_100_columns(demo_run
     assert ("induction", "ari") in heads and ("grounding", "recall_at_min") in heads  # the leaderboard's headlines
 
 
+def test_readme_demo_output_is_what_the_demo_prints(demo_run):
+    """The README's `make demo` transcript lists exactly the summary rows the demo prints (method, task,
+    dataset, metric, in order) and its run count. The values are a real run's with the packaged MiniLM;
+    this test's demo runs a tiny random encoder, so only the rows and the count are compared."""
+    r, _ = demo_run
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```console\n\$ make demo\n(.*?)```", readme, re.S).group(1)
+    shown = _summary(block.replace("\n...\n", "\n"))
+    assert [row[:4] for row in shown] == [row[:4] for row in _summary(r.stdout)]
+    n_runs = re.search(r"^(\d+) runs in ", r.stdout, re.M).group(1)
+    assert re.search(rf"^{n_runs} runs in \d+ s \(\d+ s CPU\)", block, re.M), (n_runs, block[:300])
+
+
 def _next_commands(output: str) -> list[list[str]]:
     lines = output.splitlines()
     return [shlex.split(ln.strip())[1:] for ln in lines[lines.index("next:") + 1:] if ln.strip()]

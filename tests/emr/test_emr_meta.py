@@ -209,26 +209,45 @@ def test_meta_network_on_real_maven_sentences_ranks_a_held_out_type_first(tmp_pa
     assert got > 3 * random_map, got
 
 
+def _pool(y):
+    """A pool table for labels ``y``: each mention's trigger is one of 3 words of its type."""
+    import pyarrow as pa
+
+    n = len(y)
+    return pa.table({"mention_id": [f"m{i}" for i in range(n)], "doc_id": [f"d{i}" for i in range(n)],
+                     "sentence": [f"w{t}x{i % 3} here" for i, t in enumerate(y)], "trigger_start": [0] * n,
+                     "trigger_end": [len(f"w{t}x{i % 3}") for i, t in enumerate(y)],
+                     "trigger": [f"w{t}x{i % 3}" for i, t in enumerate(y)], "label": list(y),
+                     "source": ["mention"] * n})
+
+
 def test_meta_epoch_is_chosen_on_dev_types(tmp_path):
-    """The dev MAP of the network after every epoch (dev types: neither trained on nor tested); early
+    """The dev rule of the network after every epoch (dev types: neither trained on nor tested); early
     stopping keeps the best epoch's weights."""
-    from eventatlas.emr.protocol import _MetaDevMap
+    from types import SimpleNamespace
+
+    from eventatlas.emr.dev import DevCallback, dev_episode
+    from eventatlas.emr.meta import MetaModel
     from eventatlas.training.callbacks import EarlyStopping, EvalCallback
 
     X, y = _world(noise=0.1, n_types=10)
     dev_types, train = ["T8", "T9"], [i for i, t in enumerate(y) if t not in ("T6", "T7", "T8", "T9")]
-    shots = [[i for i, t in enumerate(y) if t == h][:3] for h in dev_types]
-    corpus = [i for i in range(len(y)) if i not in sum(shots, []) and y[i] not in ("T6", "T7")]
-    fn = _MetaDevMap([X[s] for s in shots], X[corpus], relevance_from_labels(dev_types, [y[i] for i in corpus]))
+    cfg = SimpleNamespace(n_query=5, min_mentions=20, n_corpus=15, n_none=40)
+    dev = dev_episode(_pool(y), cfg, {f"T{i}" for i in range(8)}, dev_types, seed=0)
+    # the dev episode holds only dev types and None items drawn outside the excluded types
+    labels = [y[i] for i in dev.episode.corpus]
+    assert set(labels) <= {"T8", "T9", None} and {q.type for q in dev.queries} == {"T8", "T9"}
+    Xd = X[dev.items]
+    fn = DevCallback(dev, lambda tr: MetaModel(tr.unwrapped, {}).transform(Xd))
     meta, res = train_meta_network(X[train], [y[i] for i in train], _args(epochs=6), hidden=32, layers=2, pairs=1000,
                                    seed=0, out_dir=tmp_path / "m",
-                                   callbacks=(EvalCallback(fn), EarlyStopping("dev_map", "max", patience=2)))
+                                   callbacks=(EvalCallback(fn), EarlyStopping("dev_score", "max", patience=2)))
     assert 1 <= len(fn.history) <= 6 and all(0 < v <= 1 for v in fn.history)
     evals = pq.read_table(res.evals_path).to_pylist()
-    assert [e["value"] for e in evals if e["metric"] == "dev_map"] == pytest.approx(fn.history)
-    # the kept weights are the best epoch's: their dev MAP is the curve's maximum
-    assert fn(type("T", (), {"unwrapped": meta.net, "accelerator": type("A", (), {"device": "cpu"})()})()) \
-        == {"dev_map": pytest.approx(max(fn.history))}
+    assert [e["value"] for e in evals if e["metric"] == "dev_score"] == pytest.approx(fn.history)
+    # the kept weights are the best epoch's: their dev score is the curve's maximum
+    again = fn(type("T", (), {"unwrapped": meta.net, "accelerator": type("A", (), {"device": "cpu"})()})())
+    assert again["dev_score"] == pytest.approx(max(fn.history))
 
 
 def test_residual_network_starts_as_the_identity_and_round_trips(tmp_path):

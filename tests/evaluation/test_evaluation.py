@@ -280,6 +280,30 @@ def test_retrieval_hand():
     assert [p["r_precision"] for p in per] == pytest.approx([2 / 3, 0]) and [p["p@1"] for p in per] == [1, 0]
 
 
+def test_novel_trigger_recall_hand():
+    """novel_recall@k: recall@k against the relevant items the query's words cannot find, averaged over the
+    queries that have any. Rankings (test_retrieval_hand): q0 0 1 4 2 3 (relevant 0 2 4), q1 2 4 1 0 3."""
+    from eventatlas.evaluation.retrieval import evaluate_retrieval, relevance_from_labels
+
+    relevant = relevance_from_labels(["A", "B"], CORPUS_LABELS)
+    # q0: items 2 and 4 are novel (rank 4 and 3); q1: item 0 is not relevant to it, so q1 has no novel item
+    rows = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1, 2, 3, 4), novel=[{2, 4}, {0}],
+                                        key=RowKey("d", "m", 0)))
+    assert rows["novel_queries"] == 1
+    assert [rows[f"novel_recall@{k}"] for k in (1, 2, 3, 4)] == pytest.approx([0, 0, 1 / 2, 1])
+    assert rows["map"] == pytest.approx(RETRIEVAL_EXPECTED["map"])  # the other metrics are untouched
+    # two queries with novel items: the mean of theirs (q1's item 3 ranks 5th: 0 at k = 4)
+    two = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(3, 4), novel=[{4}, {3}],
+                                       key=RowKey("d", "m", 0)))
+    assert two["novel_queries"] == 2 and two["novel_recall@3"] == pytest.approx((1 + 0) / 2)
+    # no query with a novel item: no novel_recall entry at all (never a NaN row)
+    none = by_metric(evaluate_retrieval(QUERIES, CORPUS, relevant, ks=(1,), novel=[set(), set()],
+                                        key=RowKey("d", "m", 0)))
+    assert none["novel_queries"] == 0 and not any(m.startswith("novel_recall") for m in none)
+    with pytest.raises(ValueError, match="novel sets"):
+        evaluate_retrieval(QUERIES, CORPUS, relevant, novel=[{2}], key=RowKey("d", "m", 0))
+
+
 def test_retrieval_k_shot_is_mean_cosine():
     from eventatlas.evaluation.retrieval import evaluate_retrieval, query_vectors, rank, relevance_from_labels
 

@@ -48,6 +48,15 @@ def test_a_table_filter_matching_no_cell_lists_the_cells(tmp_path):
                                         "cells: untuned@onto, untuned@fn")
 
 
+def test_two_reference_figures_for_one_cell_are_refused(tmp_path):
+    # a cell shows one reference (a paper's or an earlier measurement): a second would double its table row
+    data = _data()
+    data["references"].append({"source": {"paper": "someone", "kind": "own"},
+                               "values": {"OntoEvent trigger (ARI)": {"manifold": 40.0}}})
+    assert _refusal(data, tmp_path) == (f"{tmp_path / 'probe.yaml'}: references: more than one figure for cell(s) "
+                                        "OntoEvent trigger (ARI) / manifold")
+
+
 def test_a_chosen_on_test_label_that_is_no_row_lists_the_rows(tmp_path):
     data = _data()
     data["table"]["chosen_on_test"] = ["nope"]

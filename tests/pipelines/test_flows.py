@@ -81,7 +81,7 @@ def test_train_all_end_to_end_on_samples(env):
     labelled = labelled_datasets()
     assert {"ontoevent_maven_sample", "maven_sample", "framenet_fulltext_sample"} <= set(labelled)
     assert "hard_similarity_sample" not in labelled  # event pairs, no mention labels
-    pairs = {"hard_similarity_sample", "transitive_similarity_sample", "mcnc_sample"}
+    pairs = {"hard_similarity_sample", "transitive_similarity_sample", "mcnc_sample", "nyt_cloze_dev_sample"}
 
     out = train_all(params=_untuned(env))
     # untuned applies to typed mentions (induction) and to event pairs (similarity): its spec's kinds

@@ -10,6 +10,12 @@ Refresh after changing an experiment (the pages say which runs and code version 
     EVENTATLAS_DATA=D EVENTATLAS_WAREHOUSE=D/wh.duckdb python tests/support/experiments.py [--benchmarks | --only NAME...]
     # = export into tests/fixtures/experiments (--benchmarks: only the benchmark runs; --only: only these
     #   experiments' runs replace theirs), then `eventatlas report --markdown docs/results` on its warehouse
+    python tests/support/experiments.py --pages             # only the pages (and their images), from the fixture
+    python tests/support/experiments.py --plots-from D...   # fixture runs' page plots found in data roots D, then --pages
+
+A full page shows the plots of each cell's lowest-seed run (``page_runs``), copied small into
+docs/results/images/<experiment>/; the export keeps small copies of those plots only (``small_png``: at most
+800 px wide, 150 kB), so the fixture stays small.
 """
 from __future__ import annotations
 
@@ -41,7 +47,9 @@ def export(out: Path = FIXTURE, only: list[str] | None = None) -> dict:
     for exp, mode, cell, seed, run_id, reused in rows:
         links.setdefault(exp, {}).setdefault(mode, []).append({"cell": cell, "seed": seed, "run_id": run_id,
                                                                "reused": reused})
-        _copy_run(run_id, out)
+    plotted = _plotted(links)
+    for run_id in dict.fromkeys(r[4] for r in rows):
+        _copy_run(run_id, out, plots=run_id in plotted)
     if only:  # runs no experiment links any more go (benchmark runs stay)
         linked = {ln["run_id"] for modes in links.values() for lns in modes.values() for ln in lns}
         for d in (out / "runs").iterdir():
@@ -66,14 +74,59 @@ def export_benchmarks(out: Path = FIXTURE) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _copy_run(run_id: str, out: Path) -> None:
-    """A run's record and its metric / benchmark rows, with no path of the machine that ran it."""
+def _plotted(links: dict) -> set[str]:
+    """The runs whose plots the full pages show (each cell's lowest seed): the only plots the fixture keeps."""
+    from eventatlas.results.experiments import page_runs
+
+    return {r for modes in links.values() for r in page_runs(modes.get("full") or [])}
+
+
+def _copy_plots(rec: dict, run_dir: Path, dst: Path) -> list[str]:
+    """Small copies (:func:`eventatlas.results.experiments.small_png`) of a run's PNG plots into ``dst``, each
+    at its path inside the run (``train/learning_curve.png``); returns those paths."""
+    from eventatlas.results.experiments import small_png
+
+    done = []
+    for a in rec.get("artifacts") or []:
+        if not (str(a.get("kind") or "").startswith("plot/") and str(a.get("path") or "").lower().endswith(".png")):
+            continue
+        src = Path(a["path"]) if Path(a["path"]).is_absolute() else run_dir / a["path"]
+        if not src.is_file():
+            src = run_dir / _in_run(a["path"], run_dir.name)  # a record moved with its data root
+        inside = _in_run(a["path"], run_dir.name)
+        if src.is_file() and small_png(src, dst / inside) is not None:
+            done.append(inside)
+    return done
+
+
+def plots_from(roots: list[Path], out: Path = FIXTURE) -> list[str]:
+    """The page plots (:func:`_plotted`) of the fixture's runs, taken from the data roots ``roots`` that hold
+    those runs' directories (a run id names one run): for pages whose runs were exported without them."""
+    from eventatlas.tracking.records import read_record
+
+    links = json.loads((out / "links.json").read_text(encoding="utf-8"))
+    done = []
+    for run_id in sorted(_plotted(links)):
+        for root in roots:
+            run_dir = root / "runs" / run_id
+            if (run_dir / "run.json").is_file() and (out / "runs" / run_id).is_dir():
+                done += [f"{run_id}/{p}" for p in _copy_plots(read_record(run_dir / "run.json"), run_dir,
+                                                               out / "runs" / run_id)]
+                break
+    return done
+
+
+def _copy_run(run_id: str, out: Path, plots: bool = False) -> None:
+    """A run's record and its metric / benchmark rows, with no path of the machine that ran it; ``plots``:
+    small copies of its PNG plots too (a run a full page shows the plots of)."""
     from eventatlas import config
     from eventatlas.tracking.records import read_record
 
     rec = read_record(config.runs_dir() / run_id / "run.json")
     dst = out / "runs" / run_id
     dst.mkdir(parents=True, exist_ok=True)
+    if plots:
+        _copy_plots(rec, config.runs_dir() / run_id, dst)
     for key, name in (("metrics_path", "metrics.parquet"), ("benchmarks_path", "benchmarks.parquet")):
         if rec.get(key):
             shutil.copy2(rec[key], dst / name)
@@ -116,7 +169,9 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["--benchmarks"]:  # only the benchmark runs: the experiments' runs stay as they are
         print(f"exported benchmark runs {export_benchmarks()} into {FIXTURE}")
-    else:
+    elif sys.argv[1:2] == ["--plots-from"]:  # the fixture's runs stay; their page plots come from these roots
+        print("\n".join(plots_from([Path(p) for p in sys.argv[2:]])) or "no page plot found there")
+    elif sys.argv[1:] != ["--pages"]:  # --pages: nothing exported, the pages regenerated from the fixture
         only = sys.argv[2:] if sys.argv[1:2] == ["--only"] else None
         links = export(only=only)
         print(f"exported {sum(len(ln) for modes in links.values() for ln in modes.values())} linked runs and the "
