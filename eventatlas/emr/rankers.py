@@ -22,15 +22,9 @@ def embed_pool(pool: pa.Table, out_dir: Path, cfg: Any, device: str, *, represen
 
     path = write_parquet(pool, out_dir / "pool.parquet")
     if getattr(cfg, "trigger_markers", False):  # the encoder reads "... [ trigger ] ...", the span still the trigger
-        from ..modeling.inputs import mark_triggers
+        from ..modeling.inputs import mark_table
 
-        s, a, b = mark_triggers(pool["sentence"].to_pylist(), pool["trigger_start"].to_pylist(),
-                                pool["trigger_end"].to_pylist())
-        marked = pool.set_column(pool.schema.get_field_index("sentence"), "sentence", pa.array(s, pa.string()))
-        marked = marked.set_column(marked.schema.get_field_index("trigger_start"), "trigger_start",
-                                   pa.array(a, pool.schema.field("trigger_start").type))
-        marked = marked.set_column(marked.schema.get_field_index("trigger_end"), "trigger_end",
-                                   pa.array(b, pool.schema.field("trigger_end").type))
+        marked = mark_table(pool)
         path = write_parquet(marked, out_dir / "pool_marked.parquet")
     npy = embed_mentions(path, model_id or cfg.model_id, representation or cfg.representation,
                          cache_dir=cfg.cache_dir, device=device, **cfg.encoder.model_dump())

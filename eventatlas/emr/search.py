@@ -229,7 +229,7 @@ def _marked_corpus(dataset_dir: Path, cache_dir: str | Path | None) -> Path:
     from .. import config as paths
     from ..io import write_parquet
     from ..modeling.encode import mentions_content_hash
-    from ..modeling.inputs import mark_triggers
+    from ..modeling.inputs import mark_table
 
     src = Path(dataset_dir) / "mentions.parquet"
     fp, _ = mentions_content_hash(src)
@@ -237,12 +237,7 @@ def _marked_corpus(dataset_dir: Path, cache_dir: str | Path | None) -> Path:
     if not out.exists():
         import pyarrow.parquet as pq
 
-        t = pq.read_table(src)
-        sents, a, b = mark_triggers(t["sentence"].to_pylist(), t["trigger_start"].to_pylist(),
-                                    t["trigger_end"].to_pylist())
-        for name, col in (("sentence", pa.array(sents, pa.string())), ("trigger_start", pa.array(a, pa.int32())),
-                          ("trigger_end", pa.array(b, pa.int32()))):
-            t = t.set_column(t.schema.get_field_index(name), name, col.cast(t.schema.field(name).type))
+        t = mark_table(pq.read_table(src))
         write_parquet(t, out)
     return out
 

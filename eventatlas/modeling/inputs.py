@@ -177,3 +177,16 @@ def mark_triggers(sentences: Sequence[str], starts: Sequence[int], ends: Sequenc
         out_a.append(len(pre))
         out_b.append(len(pre) + b - a)
     return out_s, out_a, out_b
+
+
+def mark_table(table: Any) -> Any:
+    """A mentions table (``sentence``, ``trigger_start``, ``trigger_end`` columns) with the trigger markers
+    written into its sentences and the spans moved with them (:func:`mark_triggers`); column types kept."""
+    import pyarrow as pa
+
+    cols = ("sentence", "trigger_start", "trigger_end")
+    new = mark_triggers(*(table[c].to_pylist() for c in cols))
+    for name, values in zip(cols, new):
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.array(values, table.schema.field(name).type))
+    return table
