@@ -38,6 +38,12 @@ def contrastive_ranker(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, s
     labels = pool["label"].to_pylist()
     seen = set(split["seen"])
     train_rows = [i for i, lab in enumerate(labels) if lab in seen]
+    keys = None
+    if cc.diverse_positives:
+        from ..data.lemmas import trigger_lemma
+
+        triggers = pool["trigger"].to_pylist()
+        keys = [trigger_lemma(triggers[i] or "") for i in train_rows]
     callbacks, fn, before = (), None, None
     if dev is not None:
         from ..training.callbacks import EarlyStopping, EvalCallback
@@ -52,7 +58,7 @@ def contrastive_ranker(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, s
                                   cc.train.model_copy(update={"device": device}), types_per_batch=cc.types_per_batch,
                                   per_type=cc.per_type, steps=cc.steps_per_epoch, representation=rep,
                                   temperature=cc.temperature, out_dir=out_dir / "contrastive_training", seed=seed,
-                                  callbacks=callbacks)
+                                  callbacks=callbacks, keys=keys)
     result.add_training(res)
     enc_dir = enc.save(out_dir / "contrastive_encoder")
     p, F, _ = embed_pool(pool, out_dir, cfg, device, model_id=str(enc_dir))
@@ -65,7 +71,7 @@ def contrastive_ranker(pool: pa.Table, X: np.ndarray, out_dir: Path, cfg: Any, s
             "dev_curve": fn.history if fn is not None else None, "frozen_dev": before,
             "best_dev": max(fn.history) if fn is not None and fn.history else None,
             "final_loss": res.history[-1]["loss"] if res.history else None, "precision": res.precision,
-            "trigger_markers": bool(cfg.trigger_markers)}
+            "trigger_markers": bool(cfg.trigger_markers), "diverse_positives": bool(cc.diverse_positives)}
     if writer is not None:
         writer.encoder_files(enc_dir, max_length=enc.max_length, name="contrastive", default=True,
                              base_model=_base(cfg))

@@ -147,6 +147,8 @@ class ContrastiveTuning(BaseModel):
     types_per_batch: int = Field(16, ge=2, description="P: training types per batch")
     per_type: int = Field(4, ge=2, description="K: mentions per type per batch (the positives)")
     temperature: float = Field(0.1, gt=0)
+    diverse_positives: bool = Field(False, description="draw a type's K mentions one per trigger lemma (other "
+                                    "words for the event as positives) instead of at random")
     patience: int = Field(3, ge=1, description="epochs without a better dev score before stopping")
 
 

@@ -60,9 +60,13 @@ def plot_learning_curve(steps: list[dict[str, Any]], evals: list[dict[str, Any]]
     if evals:
         b = ax[0][1]
         for i, m in enumerate(sorted({r["metric"] for r in evals})):
-            pts = [(r["epoch"], r["value"]) for r in evals if r["metric"] == m]
+            # the loop counts epochs from 0; an evaluation after the first epoch is drawn at 1
+            pts = [(r["epoch"] + 1, r["value"]) for r in evals if r["metric"] == m]
             b.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=f"C{i}", label=m)
-        b.set_xlabel("epoch")
+        done = sorted({r["epoch"] + 1 for r in evals})
+        if len(done) <= 20:
+            b.set_xticks(done)
+        b.set_xlabel("epochs trained")
         b.set_title("evaluation")
         b.legend(fontsize=8)
     fig.suptitle(title)

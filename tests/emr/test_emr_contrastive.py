@@ -72,6 +72,41 @@ def _corpus(path):
     return [" ".join(d["tokens"]) for d in docs]
 
 
+def test_diverse_positives_draw_one_mention_per_lemma_before_repeating():
+    from eventatlas.emr.finetune import ContrastiveTask
+
+    class _Enc:  # make_batch only needs collate; lengths come from the items
+        def collate(self, items, rep):
+            return {"rows": [it.row for it in items]}
+
+    class _Item:
+        def __init__(self, row):
+            self.row, self.ids = row, [0] * (1 + row % 3)
+
+    # Attack: 6 x "attack", 1 "raid", 1 "bombing"; Arrest: 3 x "arrest", 1 "detain"
+    keys = ["attack"] * 6 + ["raid", "bombing"] + ["arrest"] * 3 + ["detain"]
+    labels = ["Attack"] * 8 + ["Arrest"] * 4
+    items = [_Item(i) for i in range(len(keys))]
+    plain = ContrastiveTask(_Enc(), items, labels, types_per_batch=2, per_type=3, steps=1, representation="trigger",
+                            temperature=0.1)
+    diverse = ContrastiveTask(_Enc(), items, labels, types_per_batch=2, per_type=3, steps=1,
+                              representation="trigger", temperature=0.1, keys=keys)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        attack = diverse._draw("Attack", rng)
+        assert len(set(attack)) == 3 and {keys[i] for i in attack} == {"attack", "raid", "bombing"}
+        arrest = diverse._draw("Arrest", rng)  # 2 lemmas for K = 3: both, then a second "arrest"
+        assert len(set(arrest)) == 3 and {keys[i] for i in arrest} == {"arrest", "detain"}
+    # a random draw of Attack holds all three lemmas only in 6 * 1 * 1 / C(8, 3) = 6/56 of the draws
+    both = sum({keys[i] for i in plain._draw("Attack", rng)} == {"attack", "raid", "bombing"} for _ in range(400))
+    assert both < 100
+    batch = diverse.make_batch(np.zeros(1, np.int64), rng)
+    assert sorted(batch["labels"].tolist()) == [0, 0, 0, 1, 1, 1] and len(set(batch["x"]["rows"])) == 6
+    with pytest.raises(ValueError, match="2 lemma keys for 12"):
+        ContrastiveTask(_Enc(), items, labels, types_per_batch=2, per_type=3, steps=1, representation="trigger",
+                        temperature=0.1, keys=keys[:2])
+
+
 def test_contrastive_encoder_is_chosen_on_dev_saved_and_searchable(eventatlas_env, tmp_path):
     from support.tiny_models import tiny_bert
 
@@ -88,7 +123,7 @@ def test_contrastive_encoder_is_chosen_on_dev_saved_and_searchable(eventatlas_en
               "models": ["adhoc", "contrastive"], "no_event": False, "save_model": True,
               "meta": {"split_file": str(split), "eval_split": "test", "dev_split": "dev"},
               "contrastive": {"train": {"epochs": 3, "lr": 1e-3, "warmup_steps": 0, "plot": False},
-                              "steps_per_epoch": 4, "types_per_batch": 4, "per_type": 3}}
+                              "steps_per_epoch": 4, "types_per_batch": 4, "per_type": 3, "diverse_positives": True}}
     rec_path = run_method("emr", ddir, seed=0, params=params, device="cpu")
     rec = read_record(rec_path)
     run = rec["run"]
@@ -99,6 +134,7 @@ def test_contrastive_encoder_is_chosen_on_dev_saved_and_searchable(eventatlas_en
         sorted(p["split"]["seen"]) == ["Arriving", "Death", "Election", "Meeting"]
     assert p["episodes"][0]["types"] == ["Acquisition", "Attack"] and p["split"]["dev_types"] == ["Building", "Arrest"]
     ft = p["contrastive"]
+    assert ft["diverse_positives"] is True
     assert len(ft["dev_curve"]) == ft["epochs_trained"] <= 3
     assert ft["epochs_selected"] == int(np.argmax(ft["dev_curve"])) + 1 and ft["best_dev"] == max(ft["dev_curve"])
     rows = load_metrics(rec)
