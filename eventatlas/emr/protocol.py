@@ -216,9 +216,9 @@ def _training_split(pool: pa.Table, cfg: Any, seed: int) -> dict[str, Any]:
 
 
 def _model_writer(out_dir: Path, cfg: Any, split: dict[str, Any] | None):
-    """One saved model per run for every ranker trained here (meta network, tuned encoder)."""
-    trains = ({"meta", "meta_adapt"} & set(cfg.models) and not cfg.meta_run) or "contrastive" in cfg.models
-    if not (cfg.save_model and trains and split is not None):
+    """One saved model per run for every ranker trained here (meta network, tuned encoder): ``split`` is
+    drawn exactly when one is."""
+    if not (cfg.save_model and split is not None):
         return None
     from ..modeling.saved import ModelWriter
 

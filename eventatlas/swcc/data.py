@@ -231,7 +231,8 @@ def load_events(dataset_dir: str | Path, *, template: str = DEFAULT_TEMPLATE, lo
     with_partner = int((np.diff(indptr) > 0).sum())
     record = {"n_events_all": n_all, "n_events": n, "subsampled": n < n_all, "max_events": max_events,
               "n_documents_sampled": n_docs, "sources": per_source,
-              "excluded_documents": {"requested": len(exclude), "found": len(held), "pair_counts_removed": removed}, "extra_max_events": extra_max_events,
+              "excluded_documents": {"requested": len(exclude), "found": len(held), "pair_counts_removed": removed},
+              "extra_max_events": extra_max_events,
               "n_pairs": int(len(uniq)), "events_with_partner": with_partner, "template": template, "lower": lower,
               "weighting": weighting, "weights_degenerate": bool(degenerate),
               "count_max": float(summed.max()) if len(summed) else 0.0,
